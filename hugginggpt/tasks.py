@@ -1,0 +1,122 @@
+"""The task types a plan may use: their arguments and what they produce.
+
+This table is the single source of truth for task names. The planner prompt lists it, the
+validator checks plans against it, and the local runtime (models_local) serves the same names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Kinds of values that flow along the DAG. "data" is structured output (boxes, labels, scores).
+MEDIA_KINDS = ("image", "audio", "video")
+KINDS = ("text", *MEDIA_KINDS, "data")
+
+
+@dataclass(frozen=True)
+class Arg:
+    name: str
+    kind: str  # text | image | audio | video
+    required: bool = True
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    args: tuple[Arg, ...]
+    outputs: tuple[str, ...]  # kinds this task produces, the first one is its main output
+    description: str
+
+    def arg(self, name: str) -> Arg | None:
+        return next((a for a in self.args if a.name == name), None)
+
+    @property
+    def output(self) -> str:
+        return self.outputs[0]
+
+
+TEXT = Arg("text", "text")
+IMAGE = Arg("image", "image")
+AUDIO = Arg("audio", "audio")
+PROMPT = Arg("text", "text", required=False, help="optional prompt")
+
+
+def _spec(name: str, args: tuple[Arg, ...], outputs: tuple[str, ...], description: str) -> TaskSpec:
+    return TaskSpec(name, args, outputs, description)
+
+
+_BASE = [
+    _spec("text-classification", (TEXT,), ("text", "data"), "label a text (sentiment, topic, ...)"),
+    _spec("token-classification", (TEXT,), ("text", "data"), "tag words or entities in a text"),
+    _spec("text2text-generation", (TEXT,), ("text",), "rewrite a text into another text"),
+    _spec("summarization", (TEXT,), ("text",), "summarise a long text"),
+    _spec("translation", (TEXT,), ("text",), "translate a text into another language"),
+    _spec(
+        "question-answering",
+        (Arg("text", "text", help="the question"), Arg("context", "text", help="the text holding the answer")),
+        ("text", "data"),
+        "answer a question from a given context text",
+    ),
+    _spec("conversational", (TEXT,), ("text",), "reply in a dialogue"),
+    _spec("text-generation", (TEXT,), ("text",), "continue or write a text from a prompt"),
+    _spec(
+        "sentence-similarity",
+        (Arg("text", "text", help="the source sentence"), Arg("text2", "text", help="the sentence to compare")),
+        ("text", "data"),
+        "score how similar two sentences are",
+    ),
+    _spec(
+        "tabular-classification",
+        (Arg("text", "text", help="CSV rows with a header line"),),
+        ("text", "data"),
+        "classify the rows of a table",
+    ),
+    _spec("object-detection", (IMAGE,), ("image", "text", "data"), "find and box the objects in an image"),
+    _spec("image-classification", (IMAGE,), ("text", "data"), "say what an image shows, as labels"),
+    _spec("image-to-text", (IMAGE,), ("text",), "caption an image"),
+    _spec("text-to-image", (TEXT,), ("image",), "draw an image from a description"),
+    _spec("image-to-image", (IMAGE, PROMPT), ("image",), "transform or edit an image, guided by a prompt"),
+    _spec("image-segmentation", (IMAGE,), ("image", "text", "data"), "split an image into labelled regions"),
+    _spec("depth-estimation", (IMAGE,), ("image",), "estimate the depth of each pixel of an image"),
+    _spec("text-to-speech", (TEXT,), ("audio",), "read a text aloud"),
+    _spec("automatic-speech-recognition", (AUDIO,), ("text",), "transcribe speech in an audio file"),
+    _spec("audio-to-audio", (AUDIO,), ("audio",), "enhance or separate audio"),
+    _spec("audio-classification", (AUDIO,), ("text", "data"), "label the sound in an audio file"),
+    _spec(
+        "visual-question-answering",
+        (IMAGE, Arg("text", "text", help="the question")),
+        ("text",),
+        "answer a question about an image",
+    ),
+    _spec(
+        "document-question-answering",
+        (IMAGE, Arg("text", "text", help="the question")),
+        ("text",),
+        "answer a question about a document image",
+    ),
+    _spec("text-to-video", (TEXT,), ("video",), "make a short video from a description"),
+]
+
+# ControlNet: "<c>-control" turns a photo into a control image (edges, depth, pose, ...);
+# "<c>-text-to-image" draws a new image from such a control image and a prompt.
+CONTROLS = ("canny", "depth", "hed", "mlsd", "normal", "openpose", "seg")
+_CONTROLNET = [
+    spec
+    for c in CONTROLS
+    for spec in (
+        _spec(f"{c}-control", (IMAGE,), ("image",), f"make a {c} control image from a photo"),
+        _spec(
+            f"{c}-text-to-image",
+            (Arg("image", "image", help=f"a {c} control image"), TEXT),
+            ("image",),
+            f"draw an image that follows a {c} control image and a prompt",
+        ),
+    )
+]
+
+TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in _BASE + _CONTROLNET}
+
+
+def get(name: str) -> TaskSpec | None:
+    return TASKS.get(name)
