@@ -1,0 +1,77 @@
+"""What a task handler is: how to load a model for one task type, and how to call it.
+
+Each family module (text.py, audio.py, vision.py, diffusion.py, controlnet.py, ...) exports
+`HANDLERS: dict[str, Handler]`, keyed by the task names of the controller's task table.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str  # cuda | mps | cpu
+    dtype: Any  # a torch.dtype: float16 on GPU, float32 on CPU
+
+
+@dataclass(frozen=True)
+class Handler:
+    # (source: hub id or local folder, device) -> the loaded object (a pipeline, or a bundle of
+    # model + processor); it is cached by the runtime, keyed by (task, source).
+    load: Callable[[str, Device], Any]
+    # (loaded object, inputs by argument name, outputs) -> None; writes artifacts into `outputs`.
+    call: Callable[[Any, dict[str, str], Outputs], None]
+    library: str = "transformers"
+
+
+@dataclass
+class Outputs:
+    """Collects a task's artifacts; media files are written under `out_dir`."""
+
+    out_dir: Path
+    stem: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+
+    def _path(self, suffix: str) -> Path:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        n = sum(1 for a in self.artifacts if "path" in a)
+        return self.out_dir / f"{self.stem}{'-' + str(n) if n else ''}{suffix}"
+
+    def image(self, image: Any) -> Path:
+        """A PIL image, saved as PNG."""
+        path = self._path(".png")
+        image.save(path, format="PNG")
+        self.artifacts.append({"kind": "image", "path": str(path)})
+        return path
+
+    def audio(self, samples: Any, sampling_rate: int) -> Path:
+        """Mono or (frames, channels) float samples, saved as WAV."""
+        import numpy as np
+        import soundfile as sf
+
+        path = self._path(".wav")
+        data = np.asarray(samples, dtype=np.float32).squeeze()
+        sf.write(path, data.T if data.ndim == 2 and data.shape[0] < data.shape[1] else data, sampling_rate)
+        self.artifacts.append({"kind": "audio", "path": str(path)})
+        return path
+
+    def file(self, kind: str, path: Path) -> Path:
+        """A file the handler wrote itself (e.g. a video) under out_dir."""
+        self.artifacts.append({"kind": kind, "path": str(path)})
+        return path
+
+    def new_path(self, suffix: str) -> Path:
+        return self._path(suffix)
+
+    def text(self, value: str) -> None:
+        self.artifacts.append({"kind": "text", "value": str(value)})
+
+    def data(self, value: Any) -> None:
+        json.dumps(value)  # fail here, not later, when a value is not JSON-serialisable
+        self.artifacts.append({"kind": "data", "value": value})
