@@ -1,0 +1,53 @@
+"""The local expert runtime: runs Hugging Face models in-process for the controller's task types.
+
+Imports nothing from hugginggpt or gradio; torch and transformers are imported only when a model
+is first sized or loaded. See RUNTIME_CONTRACT.md for the interface.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from .runtime import ModelTooLarge, Runtime, RuntimeUnsupported
+
+__all__ = ["SUPPORTED_TASKS", "ModelTooLarge", "Runtime", "RuntimeUnsupported", "can_run", "configure",
+           "default_runtime", "run"]
+
+_default: Runtime | None = None
+_settings: dict = {}
+_lock = threading.Lock()
+
+
+def __getattr__(name: str):
+    # SUPPORTED_TASKS is computed on first access: it imports the handler modules (light: they
+    # import torch and transformers only inside their functions).
+    if name == "SUPPORTED_TASKS":
+        from .handlers import HANDLERS
+
+        return frozenset(HANDLERS)
+    raise AttributeError(name)
+
+
+def configure(*, memory_budget_bytes: int | None = None, device: str | None = None) -> None:
+    """Settings for the process-wide runtime; replaces it (dropping its cached models)."""
+    global _default
+    with _lock:
+        _settings.update(memory_budget_bytes=memory_budget_bytes, device=device)
+        _default = None
+
+
+def default_runtime() -> Runtime:
+    global _default
+    with _lock:
+        if _default is None:
+            _default = Runtime(**_settings)
+        return _default
+
+
+def can_run(task: str, model: str, *, library: str | None = None, size_bytes: int | None = None) -> bool:
+    return default_runtime().can_run(task, model, library=library, size_bytes=size_bytes)
+
+
+def run(task: str, model: str, inputs: dict[str, str], out_dir: str | Path) -> list[dict]:
+    return default_runtime().run(task, model, inputs, out_dir)

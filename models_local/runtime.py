@@ -1,0 +1,365 @@
+"""The runtime behind models_local.run: find a model's files, size them, load once, cache, call.
+
+A hub id is first turned into a local snapshot folder (huggingface_hub, honouring HF_HUB_OFFLINE and
+the HF cache), so a hub model and a local folder go through the same loading code. Before anything is
+loaded, the weights are sized from their safetensors headers (or file sizes); a model that cannot fit
+the memory budget is refused. Loaded models live in an LRU cache bounded by that budget.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import struct
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .handlers.base import Device, Handler, Outputs
+
+
+class RuntimeUnsupported(RuntimeError):
+    """This runtime cannot serve this model for this task (the caller may try another)."""
+
+
+class ModelTooLarge(RuntimeUnsupported):
+    """Refused before loading: the model's weights do not fit the memory budget."""
+
+
+# Library names a model card may carry, mapped to the handler library that serves them.
+LIBRARY_ALIASES = {
+    "transformers": "transformers",
+    "sentence-transformers": "transformers",
+    "diffusers": "diffusers",
+    "sklearn": "sklearn",
+    "scikit-learn": "sklearn",
+    "skops": "sklearn",
+    "joblib": "sklearn",
+}
+
+# Bytes per element of each safetensors dtype.
+_DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2,
+                "I16": 2, "U16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+_FLOAT_DTYPES = {"F64", "F32", "F16", "BF16"}
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".joblib", ".pkl", ".skops")
+# Files no loader here reads: other frameworks' weights and exports.
+_IGNORE = ["*.h5", "*.msgpack", "*.onnx", "*.onnx_data", "*.ot", "*.tflite", "*.gguf", "*.mlmodel",
+           "*.mlpackage/*", "onnx/*", "openvino/*", "coreml/*", "tf_model*", "flax_model*",
+           "rust_model*", "*.tar.gz", "*.zip", "*.mp4", "*.gif", "*.png", "*.jpg"]
+
+
+def pick_device(name: str | None = None) -> Device:
+    """cuda, then mps, then cpu (or `name`, e.g. from HUGGINGGPT_DEVICE); fp16 on a GPU."""
+    import torch
+
+    name = name or os.environ.get("HUGGINGGPT_DEVICE") or None
+    if name is None:
+        if torch.cuda.is_available():
+            name = "cuda"
+        elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            name = "mps"
+        else:
+            name = "cpu"
+    gpu = name.split(":")[0] in ("cuda", "mps")
+    return Device(name=name, dtype=torch.float16 if gpu else torch.float32)
+
+
+def default_budget(device: Device) -> int:
+    """HUGGINGGPT_LOCAL_MEMORY_GB, else most of the GPU's memory, else half of the RAM."""
+    env = os.environ.get("HUGGINGGPT_LOCAL_MEMORY_GB")
+    if env:
+        return int(float(env) * 2**30)
+    if device.name.startswith("cuda"):
+        import torch
+
+        return int(torch.cuda.get_device_properties(torch.device(device.name)).total_memory * 0.85)
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        ram = 8 * 2**30
+    return int(ram * 0.5)
+
+
+# ---- sizing weights before loading ---------------------------------------------------------------
+
+def safetensors_bytes(path: Path, *, half: bool) -> int:
+    """Memory the tensors of one .safetensors file take once loaded, read from its header only.
+
+    Float tensors are counted at 2 bytes when the runtime loads in half precision and at 4 bytes
+    otherwise (loaders here cast floats to the device dtype); other tensors keep their size.
+    """
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    total = 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        numel = 1
+        for dim in info["shape"]:
+            numel *= dim
+        dtype = info["dtype"]
+        per = (2 if half else 4) if dtype in _FLOAT_DTYPES else _DTYPE_BYTES.get(dtype, 4)
+        total += numel * per
+    return total
+
+
+def _weight_files(files: list[str]) -> list[str]:
+    """The weight files a loader would read, out of a repo's or folder's file list.
+
+    safetensors win over pickles; a diffusers repo's root-level single-file checkpoints and
+    precision variants (x.fp16.safetensors beside x.safetensors) are not counted twice.
+    """
+    weights = [f for f in files if f.endswith(_WEIGHT_SUFFIXES) and "/." not in f and not f.startswith(".")]
+    if "model_index.json" in files:  # diffusers: components live in subfolders
+        weights = [f for f in weights if "/" in f]
+    chosen: list[str] = []
+    by_dir: dict[str, list[str]] = {}
+    for f in weights:
+        by_dir.setdefault(os.path.dirname(f), []).append(f)
+    for group in by_dir.values():
+        safe = [f for f in group if f.endswith(".safetensors")]
+        group = safe or group
+        plain = [f for f in group if len(Path(f).name.split(".")) <= 2 or "-of-" in f]
+        chosen += plain or group
+    return chosen
+
+
+def folder_size(folder: Path, *, half: bool) -> int | None:
+    """Loaded size of a local model folder, or None when it holds no weight files."""
+    files = [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
+    weights = _weight_files(files)
+    if not weights:
+        return None
+    total = 0
+    for rel in weights:
+        path = folder / rel
+        if rel.endswith(".safetensors"):
+            total += safetensors_bytes(path, half=half)
+        else:  # pickled weights: assume float32 on disk
+            total += path.stat().st_size // (2 if half and rel.endswith((".bin", ".pt", ".pth")) else 1)
+    return total
+
+
+def loaded_size(obj: Any) -> int:
+    """Bytes of the torch parameters and buffers reachable from a loaded object (0 if none)."""
+    import torch
+
+    seen: set[int] = set()
+    modules: list[Any] = []
+
+    def visit(value: Any, depth: int) -> None:
+        if id(value) in seen or depth > 3:
+            return
+        seen.add(id(value))
+        if isinstance(value, torch.nn.Module):
+            modules.append(value)
+        elif isinstance(value, Mapping):
+            for v in value.values():
+                visit(v, depth + 1)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                visit(v, depth + 1)
+        elif hasattr(value, "components") and isinstance(value.components, Mapping):  # diffusers
+            visit(value.components, depth + 1)
+        elif hasattr(value, "__dict__") and not isinstance(value, type):
+            visit(vars(value), depth + 1)
+
+    visit(obj, 0)
+    tensors: dict[int, int] = {}
+    for module in modules:
+        for t in [*module.parameters(), *module.buffers()]:
+            tensors[id(t)] = t.numel() * t.element_size()
+    return sum(tensors.values())
+
+
+# ---- the runtime ---------------------------------------------------------------------------------
+
+@dataclass
+class _Entry:
+    obj: Any
+    size: int
+    call_lock: threading.Lock  # one call at a time per model: tokenizers are not thread-safe
+
+
+class Runtime:
+    """Loads models on first use, keeps them in an LRU cache bounded by a memory budget."""
+
+    def __init__(self, *, memory_budget_bytes: int | None = None, device: str | None = None,
+                 handlers: Mapping[str, Handler] | None = None) -> None:
+        self.device = pick_device(device)
+        self.budget = memory_budget_bytes if memory_budget_bytes is not None else default_budget(self.device)
+        self._handlers = handlers
+        self._cache: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._reserved = 0  # bytes promised to loads in progress
+        self._lock = threading.Lock()
+        self._load_locks: dict[tuple[str, str], threading.Lock] = {}
+        self.loads = 0  # how many times a model was actually loaded (tests and benchmarks read it)
+
+    # -- what is served --
+    @property
+    def handlers(self) -> Mapping[str, Handler]:
+        if self._handlers is None:
+            from .handlers import HANDLERS
+
+            self._handlers = HANDLERS
+        return self._handlers
+
+    @property
+    def half(self) -> bool:
+        return self.device.name.split(":")[0] in ("cuda", "mps")
+
+    def handler(self, task: str, library: str | None = None) -> Handler:
+        handler = self.handlers.get(task)
+        if handler is None:
+            raise RuntimeUnsupported(f"the local runtime has no handler for task {task!r}")
+        if library and LIBRARY_ALIASES.get(library.lower()) != handler.library:
+            raise RuntimeUnsupported(
+                f"task {task!r} runs {handler.library} models locally; this model is a {library} model")
+        return handler
+
+    def can_run(self, task: str, model: str, *, library: str | None = None,
+                size_bytes: int | None = None) -> bool:
+        """Cheap: handler, library and size checks; reads at most safetensors headers, loads nothing."""
+        try:
+            self.handler(task, library)
+        except RuntimeUnsupported:
+            return False
+        if size_bytes is None:
+            folder = self._local_folder(model)
+            size_bytes = folder_size(folder, half=self.half) if folder else None
+        return size_bytes is None or size_bytes <= self.budget
+
+    # -- running --
+    def run(self, task: str, model: str, inputs: Mapping[str, str], out_dir: str | Path) -> list[dict]:
+        handler = self.handler(task)
+        entry = self._get(task, model, handler)
+        outputs = Outputs(Path(out_dir).resolve())
+        with entry.call_lock:
+            handler.call(entry.obj, dict(inputs), outputs)
+        return outputs.artifacts
+
+    def cached(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return list(self._cache)
+
+    @property
+    def used(self) -> int:
+        with self._lock:
+            return sum(e.size for e in self._cache.values())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+        self._free()
+
+    def _get(self, task: str, model: str, handler: Handler) -> _Entry:
+        key = (task, model)
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is not None:
+                self._cache.move_to_end(key)
+                return entry
+            load_lock = self._load_locks.setdefault(key, threading.Lock())
+        with load_lock:  # concurrent first uses wait here; the first one loads
+            with self._lock:
+                entry = self._cache.get(key)
+                if entry is not None:
+                    self._cache.move_to_end(key)
+                    return entry
+            folder, estimate = self._locate(model)
+            reserved = self._reserve(estimate or 0, model)
+            try:
+                try:
+                    obj = handler.load(str(folder), self.device)
+                except RuntimeUnsupported:
+                    raise
+                except Exception as exc:  # unknown architecture, missing files, ... : not servable here
+                    raise RuntimeUnsupported(f"cannot load {model!r} for {task}: {type(exc).__name__}: {exc}") from exc
+                self.loads += 1
+                size = loaded_size(obj) or estimate or 0
+                if size > self.budget:
+                    raise ModelTooLarge(f"{model} takes {size / 2**20:.0f} MiB once loaded, over the "
+                                        f"{self.budget / 2**20:.0f} MiB budget")
+                entry = _Entry(obj, size, threading.Lock())
+                with self._lock:
+                    self._reserved -= reserved
+                    reserved = 0
+                    self._evict_for(size)
+                    self._cache[key] = entry
+                return entry
+            finally:
+                if reserved:
+                    with self._lock:
+                        self._reserved -= reserved
+
+    def _reserve(self, size: int, model: str) -> int:
+        if size > self.budget:
+            raise ModelTooLarge(f"{model} needs about {size / 2**20:.0f} MiB, over the "
+                                f"{self.budget / 2**20:.0f} MiB budget of the local runtime")
+        with self._lock:
+            self._evict_for(size)
+            self._reserved += size
+        return size
+
+    def _evict_for(self, size: int) -> None:
+        """Drop least recently used models until `size` more bytes fit. Caller holds self._lock."""
+        evicted = False
+        while self._cache and sum(e.size for e in self._cache.values()) + self._reserved + size > self.budget:
+            self._cache.popitem(last=False)
+            evicted = True
+        if evicted:
+            self._free()
+
+    def _free(self) -> None:
+        gc.collect()
+        if self.device.name.startswith("cuda"):
+            import torch
+
+            torch.cuda.empty_cache()
+
+    # -- finding files --
+    @staticmethod
+    def _local_folder(model: str) -> Path | None:
+        path = Path(model).expanduser()
+        if path.is_dir():
+            return path.resolve()
+        try:  # a hub id already in the HF cache: size it without the network
+            from huggingface_hub import snapshot_download
+
+            return Path(snapshot_download(model, local_files_only=True))
+        except Exception:  # not cached, or not a valid repo id
+            return None
+
+    def _locate(self, model: str) -> tuple[Path, int | None]:
+        """(local folder, estimated loaded bytes); downloads a hub model only after sizing it."""
+        path = Path(model).expanduser()
+        if path.is_dir():
+            return path.resolve(), folder_size(path, half=self.half)
+        from huggingface_hub import constants, snapshot_download
+
+        try:
+            if constants.HF_HUB_OFFLINE:
+                folder = Path(snapshot_download(model, local_files_only=True))
+                return folder, folder_size(folder, half=self.half)
+            listing = snapshot_download(model, dry_run=True, ignore_patterns=_IGNORE)
+            files = [f.filename for f in listing]
+            weights = set(_weight_files(files))
+            skipped = [f for f in files if f.endswith(_WEIGHT_SUFFIXES) and f not in weights]
+            estimate = sum(f.file_size or 0 for f in listing if f.filename in weights) or None
+            if estimate and self.half and not any(".fp16." in w or "-fp16" in w for w in weights):
+                estimate //= 2  # stored float32, loaded float16
+            if estimate:
+                self._reserve(estimate, model)  # refuses before the download starts
+                with self._lock:
+                    self._reserved -= estimate
+            folder = Path(snapshot_download(model, ignore_patterns=_IGNORE + skipped))
+        except RuntimeUnsupported:
+            raise
+        except Exception as exc:  # missing repo, gated, offline and not cached, bad id ...
+            raise RuntimeUnsupported(f"cannot get {model!r} from the Hugging Face Hub or its cache: {exc}") from exc
+        return folder, folder_size(folder, half=self.half) or estimate
