@@ -35,3 +35,16 @@ class Artifact:
             return f"{self.kind} file {self.to_json(root)['path']}"
         text = self.value if isinstance(self.value, str) else repr(self.value)
         return f"{self.kind}: {text[:2000]}"
+
+
+_SUFFIX_KINDS = {
+    "image": (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff"),
+    "audio": (".wav", ".flac", ".ogg", ".mp3", ".m4a"),
+    "video": (".mp4", ".webm", ".mov", ".avi"),
+}
+
+
+def kind_of_file(name: str | Path) -> str | None:
+    """image | audio | video by file suffix, None for anything else."""
+    suffix = Path(name).suffix.lower()
+    return next((kind for kind, suffixes in _SUFFIX_KINDS.items() if suffix in suffixes), None)

@@ -251,5 +251,6 @@ def _check_file_arg(name: str, value: str, kind: str, refs: list[int], rules: Fi
 
 
 def _suggest(name: str) -> str:
-    close = difflib.get_close_matches(name, list(task_types.TASKS), n=3, cutoff=0.5)
+    alias = task_types.ALIASES.get(name)
+    close = [alias] if alias else difflib.get_close_matches(name, list(task_types.TASKS), n=3, cutoff=0.5)
     return f" '{name}'; did you mean {' or '.join(close)}?" if close else f" '{name}'"

@@ -120,3 +120,25 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in _BASE + _CONTROLNET}
 
 def get(name: str) -> TaskSpec | None:
     return TASKS.get(name)
+
+
+# Names LLMs often use instead of ours; used to suggest the right one, never applied silently.
+ALIASES = {
+    "image-captioning": "image-to-text",
+    "captioning": "image-to-text",
+    "speech-recognition": "automatic-speech-recognition",
+    "speech-to-text": "automatic-speech-recognition",
+    "asr": "automatic-speech-recognition",
+    "tts": "text-to-speech",
+    "speech-synthesis": "text-to-speech",
+    "sentiment-analysis": "text-classification",
+    "ner": "token-classification",
+    "named-entity-recognition": "token-classification",
+    "image-generation": "text-to-image",
+    "image-editing": "image-to-image",
+    "chat": "conversational",
+    "vqa": "visual-question-answering",
+    "depth": "depth-estimation",
+    "segmentation": "image-segmentation",
+    "detection": "object-detection",
+}

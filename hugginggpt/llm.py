@@ -1,0 +1,254 @@
+"""The controller LLM behind one small interface.
+
+`OpenAICompatibleLLM` speaks to any OpenAI-compatible server (OpenAI, Azure, vLLM, TGI, Ollama,
+llama.cpp, LM Studio, Hugging Face Inference Providers); `LocalChatLLM` runs a transformers chat
+model in-process when no server is configured.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": str}
+
+
+class LLMError(RuntimeError):
+    """The LLM backend failed (unreachable, rate limited, server error). Not the model's fault."""
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+
+
+@dataclass
+class LLMCall:
+    """One call, as kept in the trace."""
+
+    stage: str
+    messages: list[Message]
+    reply: str = ""
+    seconds: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+    json_mode: bool = False
+    error: str | None = None
+
+
+class LLM(ABC):
+    """Subclasses implement `_complete` and `_stream`; this class does timing and bookkeeping."""
+
+    def __init__(self) -> None:
+        self.calls: list[LLMCall] = []
+        self._lock = threading.Lock()
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Which model at which endpoint, for status lines and errors. Never the key."""
+
+    @abstractmethod
+    def _complete(self, messages: list[Message], schema: dict[str, Any] | None, call: LLMCall) -> str: ...
+
+    @abstractmethod
+    def _stream(self, messages: list[Message], call: LLMCall) -> Iterator[str]: ...
+
+    def complete(self, messages: list[Message], *, stage: str, schema: dict[str, Any] | None = None) -> str:
+        """The whole reply. With `schema`, ask for JSON of that shape where the server supports it."""
+        call = self._start(stage, messages)
+        try:
+            call.reply = self._complete(messages, schema, call)
+            return call.reply
+        except LLMError as e:
+            call.error = str(e)
+            raise
+        finally:
+            call.seconds = time.perf_counter() - call.seconds
+
+    def stream(self, messages: list[Message], *, stage: str) -> Iterator[str]:
+        """The reply piece by piece, as the server sends it."""
+        call = self._start(stage, messages)
+        parts: list[str] = []
+        try:
+            for delta in self._stream(messages, call):
+                parts.append(delta)
+                yield delta
+        except LLMError as e:
+            call.error = str(e)
+            raise
+        finally:
+            call.reply = "".join(parts)
+            call.seconds = time.perf_counter() - call.seconds
+
+    def _start(self, stage: str, messages: list[Message]) -> LLMCall:
+        call = LLMCall(stage=stage, messages=[dict(m) for m in messages], seconds=time.perf_counter())
+        with self._lock:
+            self.calls.append(call)
+        return call
+
+
+class OpenAICompatibleLLM(LLM):
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        model: str = "gpt-4o-mini",
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        temperature: float = 0.0,
+    ):
+        super().__init__()
+        import openai  # light, but keeps `hugginggpt.llm` importable without it
+
+        self.base_url = base_url or "https://api.openai.com/v1"
+        self.model = model
+        self.temperature = temperature
+        # Rate limits, 5xx and time-outs are retried by the client itself, with back-off.
+        self._client = openai.OpenAI(
+            base_url=self.base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=max_retries
+        )
+        self._schema_supported: bool | None = None  # learnt on first refusal
+
+    def describe(self) -> str:
+        return f"{self.model} at {self.base_url}"
+
+    def _complete(self, messages: list[Message], schema: dict[str, Any] | None, call: LLMCall) -> str:
+        import openai
+
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
+        if schema is not None and self._schema_supported is not False:
+            try:
+                response = self._create(
+                    **kwargs,
+                    response_format={"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}},
+                )
+                self._schema_supported = True
+                call.json_mode = True
+                return self._text(response, call)
+            except openai.BadRequestError:
+                # The server refuses structured output: fall back to plain text once, and remember.
+                self._schema_supported = False
+            except openai.UnprocessableEntityError:
+                self._schema_supported = False
+        return self._text(self._create(**kwargs), call)
+
+    def _create(self, **kwargs: Any) -> Any:
+        import openai
+
+        try:
+            return self._client.chat.completions.create(**kwargs)
+        except (openai.BadRequestError, openai.UnprocessableEntityError):
+            raise  # the caller decides: structured output refused
+        except openai.APIError as e:
+            raise LLMError(self._explain(e)) from None
+
+    def _text(self, response: Any, call: LLMCall) -> str:
+        if response.usage is not None:
+            call.usage = Usage(response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0)
+        if not response.choices:
+            raise LLMError(f"The LLM ({self.describe()}) sent a reply with no choices")
+        return response.choices[0].message.content or ""
+
+    def _stream(self, messages: list[Message], call: LLMCall) -> Iterator[str]:
+        import openai
+
+        try:
+            chunks = self._client.chat.completions.create(
+                model=self.model,
+                messages=messages,
+                temperature=self.temperature,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            for chunk in chunks:
+                if chunk.usage is not None:
+                    call.usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
+                if chunk.choices and chunk.choices[0].delta.content:
+                    yield chunk.choices[0].delta.content
+        except openai.APIError as e:
+            raise LLMError(self._explain(e)) from None
+
+    def _explain(self, error: Exception) -> str:
+        import openai
+
+        if isinstance(error, openai.APITimeoutError):
+            cause = "it did not answer in time"
+        elif isinstance(error, openai.APIConnectionError):
+            cause = "it could not be reached"
+        elif isinstance(error, openai.RateLimitError):
+            cause = "it is rate limiting requests (HTTP 429); wait and try again"
+        elif isinstance(error, openai.AuthenticationError):
+            cause = "it refused the API key (HTTP 401); check the key"
+        elif isinstance(error, openai.APIStatusError):
+            cause = f"it answered HTTP {error.status_code}: {_short(error.message)}"
+        else:
+            cause = _short(str(error))
+        return f"The LLM {self.describe()} failed: {cause}"
+
+
+class LocalChatLLM(LLM):
+    """A transformers chat model run in-process; weights from the HF cache or downloaded on first use."""
+
+    def __init__(self, model: str, *, max_new_tokens: int = 1024):
+        super().__init__()
+        self.model = model
+        self.max_new_tokens = max_new_tokens
+        self._loaded: tuple[Any, Any] | None = None
+        self._load_lock = threading.Lock()
+
+    def describe(self) -> str:
+        return f"{self.model} (local transformers)"
+
+    def _load(self) -> tuple[Any, Any]:
+        with self._load_lock:
+            if self._loaded is None:
+                try:
+                    from transformers import AutoModelForCausalLM, AutoTokenizer
+                except ImportError as e:
+                    raise LLMError("The local LLM needs transformers and torch: pip install -r requirements.txt") from e
+                try:
+                    tokenizer = AutoTokenizer.from_pretrained(self.model)
+                    model = AutoModelForCausalLM.from_pretrained(self.model, dtype="auto")
+                except OSError as e:
+                    raise LLMError(f"The local LLM {self.model} could not be loaded: {_short(str(e))}") from None
+                self._loaded = (tokenizer, model.eval())
+            return self._loaded
+
+    def _inputs(self, messages: list[Message]) -> tuple[Any, Any, Any]:
+        tokenizer, model = self._load()
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        return tokenizer, model, ids
+
+    def _complete(self, messages: list[Message], schema: dict[str, Any] | None, call: LLMCall) -> str:
+        return "".join(self._stream(messages, call))
+
+    def _stream(self, messages: list[Message], call: LLMCall) -> Iterator[str]:
+        from transformers import TextIteratorStreamer
+
+        tokenizer, model, inputs = self._inputs(messages)
+        streamer = TextIteratorStreamer(tokenizer, skip_prompt=True, skip_special_tokens=True)
+        kwargs = dict(**inputs, streamer=streamer, max_new_tokens=self.max_new_tokens, do_sample=False)
+        worker = threading.Thread(target=model.generate, kwargs=kwargs, daemon=True)
+        worker.start()
+        produced = []
+        for piece in streamer:
+            if piece:
+                produced.append(piece)
+                yield piece
+        worker.join()
+        completion = len(tokenizer("".join(produced))["input_ids"]) if produced else 0
+        call.usage = Usage(int(inputs["input_ids"].shape[-1]), completion)
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

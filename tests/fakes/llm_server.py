@@ -1,0 +1,161 @@
+"""A fake OpenAI-compatible chat server on 127.0.0.1, scripted per pipeline stage.
+
+    with FakeLLMServer() as llm:
+        llm.script("plan", '{"tasks": [...]}')          # replies for the planning stage, in order
+        llm.script("select", Reply(status=429), '{...}') # an error first, then a JSON answer
+        llm.script("respond", "The answer.")
+        client = OpenAI(base_url=llm.url, api_key="x")
+
+The stage of a request is read from the first line of its system message ("# Stage: plan" etc., as
+the project's prompt templates write it); requests without one count as stage "chat". When a stage's
+queue has one reply left, that reply is repeated. `llm.requests` records every request body with its
+stage. It speaks plain and streamed (SSE) completions, `response_format` (refused with HTTP 400 when
+`reject_schema=True`), usage counts, HTTP errors and slow replies.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+
+@dataclass
+class Reply:
+    content: str = ""
+    status: int = 200
+    delay: float = 0.0  # seconds before the server answers
+    chunk_delay: float = 0.0  # seconds between streamed chunks
+
+
+class FakeLLMServer:
+    def __init__(self, *, reject_schema: bool = False, latency: float = 0.0):
+        self.reject_schema = reject_schema
+        self.latency = latency  # added to every reply
+        self.requests: list[dict[str, Any]] = []
+        self.responder: Callable[[str, dict[str, Any]], Reply | str] | None = None
+        self._queues: dict[str, list[Reply]] = defaultdict(list)
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_port}/v1"
+
+    def script(self, stage: str, *replies: Reply | str) -> FakeLLMServer:
+        with self._lock:
+            self._queues[stage].extend(r if isinstance(r, Reply) else Reply(r) for r in replies)
+        return self
+
+    def stages(self) -> list[str]:
+        return [r["stage"] for r in self.requests]
+
+    def __enter__(self) -> FakeLLMServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _next(self, stage: str, body: dict[str, Any]) -> Reply:
+        if self.responder is not None:
+            reply = self.responder(stage, body)
+            return reply if isinstance(reply, Reply) else Reply(reply)
+        with self._lock:
+            queue = self._queues.get(stage) or self._queues.get("*")
+            if not queue:
+                return Reply(f"no scripted reply for stage {stage!r}", status=500)
+            return queue.pop(0) if len(queue) > 1 else queue[0]
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.endswith("/chat/completions"):
+                    return self._json(404, {"error": {"message": f"no route {self.path}"}})
+                stage = stage_of(body.get("messages", []))
+                with fake._lock:
+                    fake.requests.append({"stage": stage, **body})
+                if fake.reject_schema and body.get("response_format", {}).get("type") == "json_schema":
+                    return self._json(400, {"error": {"message": "response_format json_schema is not supported"}})
+                reply = fake._next(stage, body)
+                time.sleep(fake.latency + reply.delay)
+                if reply.status != 200:
+                    return self._json(reply.status, {"error": {"message": reply.content or "scripted error"}})
+                usage = {
+                    "prompt_tokens": sum(len(str(m.get("content", "")).split()) for m in body["messages"]),
+                    "completion_tokens": len(reply.content.split()),
+                }
+                usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+                if body.get("stream"):
+                    return self._stream(body, reply, usage)
+                self._json(
+                    200,
+                    {
+                        "id": "chatcmpl-fake",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model", "fake"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": reply.content},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": usage,
+                    },
+                )
+
+            def _json(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _stream(self, body: dict[str, Any], reply: Reply, usage: dict[str, int]) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake"}
+                for piece in re.findall(r"\S+\s*|\s+", reply.content):
+                    chunk = {**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                    time.sleep(reply.chunk_delay)
+                end = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+                self.wfile.write(f"data: {json.dumps(end)}\n\n".encode())
+                if body.get("stream_options", {}).get("include_usage"):
+                    self.wfile.write(f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                self.close_connection = True
+
+        return Handler
+
+
+def stage_of(messages: list[dict[str, Any]]) -> str:
+    for message in messages:
+        if message.get("role") == "system":
+            match = re.match(r"#\s*Stage:\s*(\w+)", str(message.get("content", "")))
+            return match.group(1) if match else "chat"
+    return "chat"

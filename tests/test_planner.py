@@ -1,0 +1,147 @@
+"""Planning against the fake LLM server through the real openai client."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fakes.llm_server import FakeLLMServer, Reply
+from hugginggpt import prompts
+from hugginggpt.llm import LLMError, OpenAICompatibleLLM
+from hugginggpt.plan import FileRules, parse_plan, validate_plan
+from hugginggpt.planner import FileInfo, make_plan, planning_messages, trim_history
+
+CORPUS = yaml.safe_load((Path(__file__).parent / "data" / "malformed_plans.yaml").read_text())
+RULES = FileRules(uploads=frozenset({"a.jpg"}))
+VALID = '{"tasks": [{"task": "image-to-text", "id": 0, "dep": [-1], "args": {"image": "a.jpg"}}]}'
+
+
+@pytest.fixture
+def server():
+    with FakeLLMServer() as s:
+        yield s
+
+
+def llm_for(server, **kwargs):
+    return OpenAICompatibleLLM(base_url=server.url, model="fake", api_key="sk-test", timeout=5, **kwargs)
+
+
+def test_corpus_is_large_enough():
+    assert len(CORPUS) >= 25
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=[c["name"] for c in CORPUS])
+def test_malformed_plan_ends_in_valid_plan_or_clear_error(server, case):
+    server.script("plan", case["reply"])
+    outcome = make_plan(llm_for(server), "caption a.jpg", rules=RULES, max_retries=2)
+    expect = case["expect"]
+    if "valid" in expect:
+        assert outcome.error is None, outcome.problems
+        assert [t.task for t in outcome.plan.tasks] == expect["valid"]
+        assert outcome.attempts == 1
+    else:
+        assert outcome.plan is None
+        assert expect["problem"] in outcome.error
+        assert outcome.attempts == 3  # the first try and two corrections, then it stops
+        # the problems went back to the LLM in the follow-up message
+        follow_up = server.requests[1]["messages"][-1]["content"]
+        assert expect["problem"] in follow_up
+
+
+def test_problems_are_sent_back_and_the_corrected_plan_is_used(server):
+    server.script("plan", '[{"task": "image-captioning", "id": 0, "dep": [-1], "args": {"image": "a.jpg"}}]', VALID)
+    rejected = []
+    outcome = make_plan(llm_for(server), "caption it", rules=RULES, on_rejected=lambda a, p: rejected.append((a, p)))
+    assert outcome.error is None and outcome.attempts == 2
+    assert [t.task for t in outcome.plan.tasks] == ["image-to-text"]
+    assert rejected[0][0] == 1 and "did you mean image-to-text" in rejected[0][1][0]
+    second = server.requests[1]["messages"]
+    assert second[-2]["role"] == "assistant"
+    assert "image-captioning" in second[-2]["content"] and "That plan cannot run" in second[-1]["content"]
+
+
+def test_structured_output_is_requested_then_dropped_once_refused():
+    with FakeLLMServer(reject_schema=True) as server:
+        server.script("plan", VALID)
+        llm = llm_for(server)
+        assert make_plan(llm, "caption", rules=RULES).plan is not None
+        assert make_plan(llm, "caption", rules=RULES).plan is not None
+        formats = [r.get("response_format", {}).get("type") for r in server.requests]
+        assert formats == ["json_schema", None, None]  # refused once, remembered after that
+
+
+def test_structured_output_is_sent_when_accepted(server):
+    server.script("plan", VALID)
+    llm = llm_for(server)
+    make_plan(llm, "caption", rules=RULES)
+    schema = server.requests[0]["response_format"]["json_schema"]["schema"]
+    assert "image-to-text" in schema["properties"]["tasks"]["items"]["properties"]["task"]["enum"]
+    assert llm.calls[0].json_mode and llm.calls[0].usage.completion_tokens > 0
+
+
+def test_rate_limit_is_retried_by_the_client(server):
+    server.script("plan", Reply(status=429), VALID)
+    outcome = make_plan(llm_for(server, max_retries=2), "caption", rules=RULES)
+    assert outcome.plan is not None and len(server.requests) == 2
+
+
+@pytest.mark.parametrize("status, words", [(500, "HTTP 500"), (429, "rate limiting"), (401, "API key")])
+def test_backend_errors_name_the_endpoint_and_cause_without_the_key(server, status, words):
+    server.script("plan", Reply("boom", status=status))
+    with pytest.raises(LLMError) as info:
+        make_plan(llm_for(server, max_retries=1), "caption", rules=RULES)
+    message = str(info.value)
+    assert words in message and server.url in message and "sk-test" not in message
+
+
+def test_timeout_is_a_clear_error(server):
+    server.script("plan", Reply(VALID, delay=2))
+    llm = OpenAICompatibleLLM(base_url=server.url, model="fake", api_key="x", timeout=0.5, max_retries=0)
+    with pytest.raises(LLMError, match="did not answer in time"):
+        make_plan(llm, "caption", rules=RULES)
+
+
+def test_unreachable_server_is_a_clear_error():
+    llm = OpenAICompatibleLLM(base_url="http://127.0.0.1:9/v1", model="m", api_key="x", timeout=2, max_retries=0)
+    with pytest.raises(LLMError, match="could not be reached"):
+        make_plan(llm, "hi", rules=RULES)
+
+
+def test_demos_are_valid_and_cover_the_required_shapes():
+    demos = prompts.demos()
+    assert len(demos) >= 6
+    shapes = set()
+    for demo in demos:
+        plan = parse_plan(str({"tasks": demo["plan"]}))
+        uploads = frozenset((demo["files"] or {}).values())
+        assert validate_plan(plan, FileRules(uploads=uploads)) == [], demo["request"]
+        if not plan.tasks:
+            shapes.add("empty")
+        elif len(plan.tasks) == 1:
+            shapes.add("single")
+        elif all(len(t.dep) <= 1 for t in plan.tasks) and len({d for t in plan.tasks for d in t.dep}) == len(plan) - 1:
+            shapes.add("chain")
+        else:
+            shapes.add("dag")
+        if any(len(t.references()) >= 2 or len(t.dep) >= 2 for t in plan.tasks):
+            shapes.add("two inputs")
+        shapes.update(k for k in (demo["files"] or {}))
+    assert {"empty", "single", "chain", "dag", "two inputs", "image", "audio"} <= shapes
+
+
+def test_prompt_lists_every_task_type_and_the_files():
+    from hugginggpt.tasks import TASKS
+
+    messages = planning_messages("x", files=[FileInfo("audio", "talk.wav", new=True)], shots=2)
+    system = messages[0]["content"]
+    assert all(f"- {name}:" in system for name in TASKS)
+    assert len(messages) == 1 + 4 + 1
+    assert "audio: talk.wav (attached to this message)" in messages[-1]["content"]
+
+
+def test_history_is_trimmed_to_budget_newest_kept():
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "x" * 400} for i in range(20)]
+    kept = trim_history(history, budget_tokens=500)
+    assert kept and kept[-1]["content"].startswith("message 19")
+    assert sum(len(m["content"]) for m in kept) // 4 <= 500
+    assert len(kept) < len(history)
