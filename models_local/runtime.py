@@ -194,7 +194,7 @@ class Runtime:
         self.device = pick_device(device)
         self.budget = memory_budget_bytes if memory_budget_bytes is not None else default_budget(self.device)
         self._handlers = handlers
-        self._cache: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str], _Entry] = OrderedDict()  # (loader, model) -> entry
         self._reserved = 0  # bytes promised to loads in progress
         self._lock = threading.Lock()
         self._load_locks: dict[tuple[str, str], threading.Lock] = {}
@@ -243,9 +243,10 @@ class Runtime:
             handler.call(entry.obj, dict(inputs), outputs)
         return outputs.artifacts
 
-    def cached(self) -> list[tuple[str, str]]:
+    def cached(self) -> list[str]:
+        """Models in the cache, least recently used first."""
         with self._lock:
-            return list(self._cache)
+            return [model for _, model in self._cache]
 
     @property
     def used(self) -> int:
@@ -258,7 +259,8 @@ class Runtime:
         self._free()
 
     def _get(self, task: str, model: str, handler: Handler) -> _Entry:
-        key = (task, model)
+        # Tasks that load a model the same way (summarization, translation, ...) share one copy.
+        key = (f"{handler.load.__module__}.{handler.load.__qualname__}", model)
         with self._lock:
             entry = self._cache.get(key)
             if entry is not None:

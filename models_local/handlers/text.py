@@ -1,1 +1,302 @@
-HANDLERS = {}
+"""Text tasks on transformers models, called through the model classes.
+
+transformers 5 dropped the summarization, translation, text2text and question-answering pipelines,
+so those (and most others, for one code style) load an Auto model class and call it directly.
+Token classification keeps the pipeline: its entity grouping over sub-words is worth reusing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .base import Device, Handler, Outputs
+
+MAX_NEW_TOKENS = 128  # generated text per call; enough for a chat reply or a summary
+TOP_K = 5  # labels reported by classifiers
+
+
+@dataclass
+class Bundle:
+    """A loaded model with what it needs to turn inputs into tensors."""
+
+    model: Any
+    processor: Any  # a tokenizer, feature extractor or processor
+    device: Device
+    extra: Any = None  # per-task extras (a vocoder, a pipeline, pooling settings, ...)
+
+
+# ---- helpers shared with the audio handlers ------------------------------------------------------
+
+def load_model(auto_class: str, folder: str, device: Device) -> Any:
+    """`transformers.<auto_class>.from_pretrained` in the device dtype, moved to the device, eval mode."""
+    import transformers
+
+    cls = getattr(transformers, auto_class)
+    model = cls.from_pretrained(folder, dtype=device.dtype)
+    return model.to(device.name).eval()
+
+
+def to_device(batch: Any, bundle: Bundle) -> Any:
+    """Move a processor's output to the model device; float tensors take the model dtype."""
+    import torch
+
+    moved = {}
+    for key, value in batch.items():
+        if isinstance(value, torch.Tensor):
+            value = value.to(bundle.device.name)
+            if value.is_floating_point():
+                value = value.to(bundle.model.dtype)
+        moved[key] = value
+    return moved
+
+
+def scored_labels(logits: Any, config: Any, *, top_k: int = TOP_K) -> list[dict]:
+    """[{label, score}] best first: softmax, or sigmoid for multi-label heads."""
+    import torch
+
+    logits = logits.float()
+    multi = getattr(config, "problem_type", None) == "multi_label_classification"
+    scores = torch.sigmoid(logits) if multi else torch.softmax(logits, dim=-1)
+    best = torch.argsort(scores, descending=True)[:top_k]
+    names = getattr(config, "id2label", None) or {}
+    return [{"label": str(names.get(int(i), f"LABEL_{int(i)}")), "score": round(float(scores[i]), 4)}
+            for i in best]
+
+
+def labels_text(labels: list[dict]) -> str:
+    return ", ".join(f"{item['label']} ({item['score']:.2f})" for item in labels[:3])
+
+
+def _max_length(tokenizer: Any, config: Any) -> int:
+    # tokenizers without a saved limit report a huge model_max_length; trust the positions instead
+    limit = getattr(config, "max_position_embeddings", None) or 512
+    return int(min(tokenizer.model_max_length or limit, limit))
+
+
+def _tokenizer(folder: str) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder)
+
+
+def _generate_kwargs(tokenizer: Any) -> dict:
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    return {"max_new_tokens": MAX_NEW_TOKENS, "pad_token_id": pad}
+
+
+# ---- text-classification -------------------------------------------------------------------------
+
+def _load_classifier(folder: str, device: Device) -> Bundle:
+    return Bundle(load_model("AutoModelForSequenceClassification", folder, device), _tokenizer(folder), device)
+
+
+def _classify(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
+    import torch
+
+    enc = b.processor(inputs["text"], truncation=True, max_length=_max_length(b.processor, b.model.config),
+                      return_tensors="pt")
+    with torch.inference_mode():
+        logits = b.model(**to_device(enc, b)).logits[0]
+    labels = scored_labels(logits, b.model.config)
+    out.text(labels_text(labels))
+    out.data(labels)
+
+
+# ---- token-classification ------------------------------------------------------------------------
+
+def _load_tagger(folder: str, device: Device) -> Bundle:
+    from transformers import pipeline
+
+    model = load_model("AutoModelForTokenClassification", folder, device)
+    tokenizer = _tokenizer(folder)
+    # "simple" groups sub-words into whole entities; it needs a fast tokenizer's offsets
+    strategy = "simple" if getattr(tokenizer, "is_fast", False) else "none"
+    tagger = pipeline("token-classification", model=model, tokenizer=tokenizer, device=model.device,
+                      aggregation_strategy=strategy)
+    return Bundle(model, tokenizer, device, extra=tagger)
+
+
+def _tag(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
+    entities = []
+    for e in b.extra(inputs["text"]):
+        entities.append({
+            "entity": str(e.get("entity_group") or e.get("entity")),
+            "word": str(e["word"]),
+            "score": round(float(e["score"]), 4),
+            "start": None if e.get("start") is None else int(e["start"]),
+            "end": None if e.get("end") is None else int(e["end"]),
+        })
+    out.text("; ".join(f"{e['word']} ({e['entity']})" for e in entities) or "no entities found")
+    out.data(entities)
+
+
+# ---- seq2seq: text2text-generation, summarization, translation (and encoder-decoder chat) --------
+
+def _load_seq2seq(folder: str, device: Device) -> Bundle:
+    return Bundle(load_model("AutoModelForSeq2SeqLM", folder, device), _tokenizer(folder), device)
+
+
+def _task_prefix(config: Any, task: str) -> str:
+    """T5-style models name a prompt prefix per task in config.task_specific_params."""
+    params = getattr(config, "task_specific_params", None) or {}
+    if task == "translation":
+        keys = sorted(k for k in params if k.startswith("translation"))
+        return params[keys[0]].get("prefix", "") if keys else ""
+    return (params.get(task) or {}).get("prefix", "")
+
+
+def _english_bos(b: Bundle) -> dict:
+    """Many-to-many translation models need the target language as the first token: English."""
+    tok = b.processor
+    if getattr(b.model.config, "model_type", "") not in ("m2m_100", "mbart", "nllb-moe", "seamless_m4t"):
+        return {}
+    vocab = tok.get_vocab()
+    for code in ("eng_Latn", "__en__", "en_XX"):
+        if code in vocab:
+            return {"forced_bos_token_id": vocab[code]}
+    return {}
+
+
+def _seq2seq(task: str):
+    def call(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
+        import torch
+
+        text = _task_prefix(b.model.config, task) + inputs["text"]
+        enc = b.processor(text, truncation=True, max_length=_max_length(b.processor, b.model.config),
+                          return_tensors="pt")
+        kwargs = _generate_kwargs(b.processor) | (_english_bos(b) if task == "translation" else {})
+        with torch.inference_mode():
+            ids = b.model.generate(**to_device(enc, b), **kwargs)
+        out.text(b.processor.decode(ids[0], skip_special_tokens=True).strip())
+
+    return call
+
+
+# ---- text-generation and conversational ----------------------------------------------------------
+
+def _load_generator(folder: str, device: Device) -> Bundle:
+    from transformers import AutoConfig
+
+    if getattr(AutoConfig.from_pretrained(folder), "is_encoder_decoder", False):  # e.g. BlenderBot
+        return _load_seq2seq(folder, device)
+    return Bundle(load_model("AutoModelForCausalLM", folder, device), _tokenizer(folder), device)
+
+
+def _generate(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
+    import torch
+
+    tok = b.processor
+    if b.model.config.is_encoder_decoder:
+        _seq2seq("text2text-generation")(b, inputs, out)
+        return
+    chat = bool(getattr(tok, "chat_template", None))
+    if chat:  # instruction-tuned: the prompt is a user turn, the output is the assistant's reply
+        enc = tok.apply_chat_template([{"role": "user", "content": inputs["text"]}], add_generation_prompt=True,
+                                      return_tensors="pt", return_dict=True)
+    else:  # a base model continues the prompt
+        enc = tok(inputs["text"], return_tensors="pt")
+    with torch.inference_mode():
+        ids = b.model.generate(**to_device(enc, b), **_generate_kwargs(tok))
+    prompt_len = enc["input_ids"].shape[-1]
+    new = tok.decode(ids[0][prompt_len:], skip_special_tokens=True)
+    out.text(new.strip() if chat else inputs["text"] + new)
+
+
+# ---- question-answering --------------------------------------------------------------------------
+
+MAX_ANSWER_TOKENS = 30
+
+
+def _load_qa(folder: str, device: Device) -> Bundle:
+    return Bundle(load_model("AutoModelForQuestionAnswering", folder, device), _tokenizer(folder), device)
+
+
+def _answer(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
+    import torch
+
+    question, context = inputs["text"], inputs["context"]
+    max_len = min(_max_length(b.processor, b.model.config), 512)
+    # Long contexts are split into overlapping windows; the best span over all windows wins.
+    enc = b.processor(question, context, truncation="only_second", max_length=max_len, stride=max_len // 4,
+                      return_overflowing_tokens=True, return_offsets_mapping=True, padding=True,
+                      return_tensors="pt")
+    offsets = enc.pop("offset_mapping")
+    windows = len(enc["input_ids"])
+    sequence_ids = [enc.sequence_ids(i) for i in range(windows)]
+    enc.pop("overflow_to_sample_mapping", None)
+    with torch.inference_mode():
+        result = b.model(**to_device(enc, b))
+    best = None
+    for w in range(windows):
+        in_context = torch.tensor([s == 1 for s in sequence_ids[w]])
+        start = torch.softmax(result.start_logits[w].float().cpu().masked_fill(~in_context, -1e4), -1)
+        end = torch.softmax(result.end_logits[w].float().cpu().masked_fill(~in_context, -1e4), -1)
+        pair = start[:, None] * end[None, :]
+        pair = torch.triu(pair) - torch.triu(pair, diagonal=MAX_ANSWER_TOKENS)  # start <= end < start + N
+        score, flat = pair.flatten().max(0)
+        s, e = divmod(int(flat), pair.shape[1])
+        if best is None or float(score) > best[0]:
+            best = (float(score), int(offsets[w][s][0]), int(offsets[w][e][1]))
+    score, start_char, end_char = best
+    answer = context[start_char:end_char]
+    out.text(answer)
+    out.data({"answer": answer, "score": round(score, 4), "start": start_char, "end": end_char})
+
+
+# ---- sentence-similarity -------------------------------------------------------------------------
+
+def _pooling(folder: str) -> str:
+    """cls, max or mean, from a sentence-transformers folder's pooling module (mean by default)."""
+    modules = Path(folder) / "modules.json"
+    if modules.is_file():
+        for module in json.loads(modules.read_text()):
+            if module.get("type", "").endswith("Pooling"):
+                settings = json.loads((Path(folder) / module["path"] / "config.json").read_text())
+                if settings.get("pooling_mode_cls_token"):
+                    return "cls"
+                if settings.get("pooling_mode_max_tokens"):
+                    return "max"
+    return "mean"
+
+
+def _load_embedder(folder: str, device: Device) -> Bundle:
+    model = load_model("AutoModel", folder, device)
+    if getattr(model.config, "is_encoder_decoder", False):  # sentence-T5: the encoder makes the embedding
+        model = model.get_encoder()
+    return Bundle(model, _tokenizer(folder), device, extra=_pooling(folder))
+
+
+def _similarity(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
+    import torch
+
+    enc = b.processor([inputs["text"], inputs["text2"]], padding=True, truncation=True,
+                      max_length=_max_length(b.processor, b.model.config), return_tensors="pt")
+    enc = to_device(enc, b)
+    with torch.inference_mode():
+        hidden = b.model(**enc).last_hidden_state.float()
+    mask = enc["attention_mask"].unsqueeze(-1).float()
+    if b.extra == "cls":
+        emb = hidden[:, 0]
+    elif b.extra == "max":
+        emb = hidden.masked_fill(mask == 0, -1e4).max(1).values
+    else:
+        emb = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+    score = float(torch.nn.functional.cosine_similarity(emb[0:1], emb[1:2]).item())
+    out.text(f"cosine similarity: {score:.4f}")
+    out.data({"similarity": round(score, 6), "pooling": b.extra})
+
+
+HANDLERS: dict[str, Handler] = {
+    "text-classification": Handler(_load_classifier, _classify),
+    "token-classification": Handler(_load_tagger, _tag),
+    "text2text-generation": Handler(_load_seq2seq, _seq2seq("text2text-generation")),
+    "summarization": Handler(_load_seq2seq, _seq2seq("summarization")),
+    "translation": Handler(_load_seq2seq, _seq2seq("translation")),
+    "question-answering": Handler(_load_qa, _answer),
+    "conversational": Handler(_load_generator, _generate),
+    "text-generation": Handler(_load_generator, _generate),
+    "sentence-similarity": Handler(_load_embedder, _similarity),
+}
