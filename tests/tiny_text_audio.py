@@ -133,6 +133,191 @@ def llama_chat(folder: Path) -> None:
                                  pad_token_id=tok.pad_token_id)).save_pretrained(folder)
 
 
+# ---- audio models --------------------------------------------------------------------------------
+
+CHARS = list("abcdefghijklmnopqrstuvwxyz'")
+
+
+def _wav2vec2_config(**kw):
+    from transformers import Wav2Vec2Config
+
+    return Wav2Vec2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+                          conv_dim=(16, 16, 16), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4),
+                          num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, **kw)
+
+
+def _wav2vec2_features():
+    from transformers import Wav2Vec2FeatureExtractor
+
+    return Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
+                                    return_attention_mask=False)
+
+
+def wav2vec2_ctc(folder: Path) -> None:
+    from transformers import Wav2Vec2CTCTokenizer, Wav2Vec2ForCTC, Wav2Vec2Processor
+
+    vocab = {t: i for i, t in enumerate(["<pad>", "<s>", "</s>", "<unk>", "|", *CHARS])}
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    tokenizer = Wav2Vec2CTCTokenizer(str(folder / "vocab.json"))
+    Wav2Vec2Processor(feature_extractor=_wav2vec2_features(), tokenizer=tokenizer).save_pretrained(folder)
+    Wav2Vec2ForCTC(_wav2vec2_config(vocab_size=len(vocab), pad_token_id=0)).save_pretrained(folder)
+
+
+def wav2vec2_audio_classifier(folder: Path) -> None:
+    from transformers import Wav2Vec2ForSequenceClassification
+
+    labels = ["speech", "music", "noise", "silence"]
+    _wav2vec2_features().save_pretrained(folder)
+    config = _wav2vec2_config(id2label=dict(enumerate(labels)), label2id={n: i for i, n in enumerate(labels)},
+                              classifier_proj_size=16)
+    Wav2Vec2ForSequenceClassification(config).save_pretrained(folder)
+
+
+WHISPER_SPECIAL = ("<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|translate|>", "<|transcribe|>",
+                   "<|startoflm|>", "<|startofprev|>", "<|nocaptions|>", "<|notimestamps|>")
+
+
+def whisper(folder: Path) -> None:
+    from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor,
+                              WhisperForConditionalGeneration, WhisperProcessor, WhisperTokenizer)
+
+    bpe = bpe_tokenizer(folder / "_bpe")
+    vocab = dict(bpe.get_vocab())
+    for token in WHISPER_SPECIAL:
+        vocab.setdefault(token, len(vocab))
+    merges = json.loads(bpe.backend_tokenizer.to_str())["model"]["merges"]
+    tokenizer = WhisperTokenizer(vocab=vocab, merges=[tuple(m) if isinstance(m, list) else tuple(m.split()) for m in merges])
+    tokenizer.add_special_tokens({"additional_special_tokens": list(WHISPER_SPECIAL[1:])})
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in WHISPER_SPECIAL}
+    WhisperProcessor(WhisperFeatureExtractor(feature_size=80), tokenizer).save_pretrained(folder)
+    eot, sot = ids["<|endoftext|>"], ids["<|startoftranscript|>"]
+    config = WhisperConfig(vocab_size=len(tokenizer), d_model=32, encoder_layers=1, decoder_layers=1,
+                           encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
+                           decoder_ffn_dim=32, num_mel_bins=80, max_source_positions=1500, max_target_positions=64,
+                           pad_token_id=eot, bos_token_id=eot, eos_token_id=eot, decoder_start_token_id=sot,
+                           begin_suppress_tokens=None, suppress_tokens=None)
+    WhisperForConditionalGeneration(config).save_pretrained(folder)
+    # Whisper's generate reads its language/task/timestamp token ids from the generation config.
+    GenerationConfig(decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, bos_token_id=eot,
+                     max_length=24, is_multilingual=True, lang_to_id={"<|en|>": ids["<|en|>"]},
+                     task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
+                     no_timestamps_token_id=ids["<|notimestamps|>"], begin_suppress_tokens=[],
+                     suppress_tokens=[]).save_pretrained(folder)
+
+
+def vits(folder: Path) -> None:
+    from transformers import VitsConfig, VitsModel, VitsTokenizer
+
+    vocab = {t: i for i, t in enumerate(["<pad>", "<unk>", " ", *CHARS])}
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    VitsTokenizer(str(folder / "vocab.json"), phonemize=False, add_blank=True).save_pretrained(folder)
+    config = VitsConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        ffn_dim=16, flow_size=16, spectrogram_bins=17, upsample_initial_channel=16,
+                        upsample_rates=[4, 4], upsample_kernel_sizes=[8, 8], resblock_kernel_sizes=[3],
+                        resblock_dilation_sizes=[[1, 3]], duration_predictor_filter_channels=16,
+                        prior_encoder_num_flows=1, prior_encoder_num_wavenet_layers=1,
+                        posterior_encoder_num_wavenet_layers=1, duration_predictor_num_flows=1,
+                        depth_separable_num_layers=1, sampling_rate=16000)
+    VitsModel(config).save_pretrained(folder)
+
+
+def _speecht5_processor(folder: Path):
+    import io
+
+    import sentencepiece as spm
+    from transformers import SpeechT5FeatureExtractor, SpeechT5Processor, SpeechT5Tokenizer
+
+    buffer = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter([" ".join(WORDS)] * 20), model_writer=buffer,
+                                   vocab_size=40, model_type="char", character_coverage=1.0,
+                                   pad_id=0, bos_id=1, eos_id=2, unk_id=3, minloglevel=2)
+    (folder / "spm_char.model").write_bytes(buffer.getvalue())
+    tokenizer = SpeechT5Tokenizer(str(folder / "spm_char.model"))
+    processor = SpeechT5Processor(SpeechT5FeatureExtractor(), tokenizer)
+    processor.save_pretrained(folder)
+    return processor
+
+
+def _speecht5(folder: Path, model_class: str) -> None:
+    import transformers
+    from transformers import SpeechT5Config, SpeechT5HifiGan, SpeechT5HifiGanConfig
+
+    processor = _speecht5_processor(folder)
+    config = SpeechT5Config(vocab_size=len(processor.tokenizer), hidden_size=32, encoder_layers=1, decoder_layers=1,
+                            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
+                            decoder_ffn_dim=32, speech_decoder_prenet_units=32, speech_decoder_postnet_units=32,
+                            speech_decoder_postnet_layers=2, speaker_embedding_dim=16, num_mel_bins=80,
+                            reduction_factor=2, conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 4),
+                            num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
+                            max_text_positions=256, max_speech_positions=1024)
+    getattr(transformers, model_class)(config).save_pretrained(folder)
+    vocoder = SpeechT5HifiGanConfig(model_in_dim=80, upsample_initial_channel=32, upsample_rates=[4, 4],
+                                    upsample_kernel_sizes=[8, 8], resblock_kernel_sizes=[3],
+                                    resblock_dilation_sizes=[[1, 3]], sampling_rate=16000)
+    SpeechT5HifiGan(vocoder).save_pretrained(folder / "vocoder")
+
+
+def speecht5_tts(folder: Path) -> None:
+    _speecht5(folder, "SpeechT5ForTextToSpeech")
+
+
+def speecht5_vc(folder: Path) -> None:
+    _speecht5(folder, "SpeechT5ForSpeechToSpeech")
+
+
+def write_tone(path: Path, *, seconds: float = 1.0, rate: int = 22050, channels: int = 1, fmt: str | None = None) -> Path:
+    """A 440 Hz tone (with some noise) written by soundfile: wav, flac or ogg by the suffix."""
+    import numpy as np
+    import soundfile as sf
+
+    t = np.arange(int(seconds * rate)) / rate
+    rng = np.random.default_rng(0)
+    mono = 0.3 * np.sin(2 * np.pi * 440 * t) + 0.01 * rng.standard_normal(t.size)
+    data = np.stack([mono] * channels, axis=1) if channels > 1 else mono
+    sf.write(str(path), data.astype(np.float32), rate, format=fmt)
+    return path
+
+
+# ---- tabular -------------------------------------------------------------------------------------
+
+IRIS_COLUMNS = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
+
+
+def _fit_classifier():
+    """A scikit-learn pipeline fitted on a few made-up rows with named columns."""
+    import numpy as np
+    import pandas as pd
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(0)
+    small = rng.normal(1.0, 0.2, size=(20, 4))
+    large = rng.normal(5.0, 0.2, size=(20, 4))
+    frame = pd.DataFrame(np.vstack([small, large]), columns=IRIS_COLUMNS)
+    labels = ["setosa"] * 20 + ["virginica"] * 20
+    return make_pipeline(StandardScaler(), LogisticRegression()).fit(frame, labels)
+
+
+def _skops_config(folder: Path, file: str) -> None:
+    (folder / "config.json").write_text(json.dumps(
+        {"sklearn": {"columns": IRIS_COLUMNS, "model": {"file": file}, "task": "tabular-classification"}}))
+
+
+def sklearn_skops(folder: Path) -> None:
+    import skops.io as sio
+
+    sio.dump(_fit_classifier(), folder / "model.skops")
+    _skops_config(folder, "model.skops")
+
+
+def sklearn_pickle(folder: Path) -> None:
+    import joblib
+
+    joblib.dump(_fit_classifier(), folder / "model.joblib")
+    _skops_config(folder, "model.joblib")
+
+
 # ---- registry and fixture ------------------------------------------------------------------------
 
 BUILDERS: dict[str, Callable[[Path], None]] = {
@@ -143,6 +328,14 @@ BUILDERS: dict[str, Callable[[Path], None]] = {
     "t5": t5,
     "gpt2": gpt2,
     "llama-chat": llama_chat,
+    "wav2vec2-ctc": wav2vec2_ctc,
+    "wav2vec2-audio-classifier": wav2vec2_audio_classifier,
+    "whisper": whisper,
+    "vits": vits,
+    "speecht5-tts": speecht5_tts,
+    "speecht5-vc": speecht5_vc,
+    "sklearn-skops": sklearn_skops,
+    "sklearn-pickle": sklearn_pickle,
 }
 
 
