@@ -22,14 +22,26 @@ class ModelCard:
     languages: tuple[str, ...] = ()
     datasets: tuple[str, ...] = ()
     tags: tuple[str, ...] = field(default=())
+    # False when downloads/likes are not known (curated entries): shown as "n/a", ranked as 0.
+    counts_known: bool = True
 
     @property
     def source(self) -> str:
         """What to load: the local folder when there is one, else the hub id."""
         return self.path or self.id
 
+    @property
+    def rank_key(self) -> tuple[int, int]:
+        """Most downloaded first, then most liked; ties keep the order they were listed in."""
+        return (-self.downloads, -self.likes)
+
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v not in (None, (), "")}
+        raw = {k: v for k, v in asdict(self).items() if v not in (None, (), "")}
+        if raw.get("counts_known") is True:
+            del raw["counts_known"]  # the default: keep files short
+        if raw.get("local") is False:
+            del raw["local"]
+        return raw
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> ModelCard:

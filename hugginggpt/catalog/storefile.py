@@ -1,0 +1,103 @@
+"""The shipped catalog's file format: JSONL pre-sorted by task and rank, with an index header.
+
+Line 1 is a header object {"format": "hugginggpt-catalog", "version": 1, "count": N,
+"tasks": {task: [start, end, n]}} where start/end are byte offsets of the task's rows, counted
+from the first byte after the header line. Every other line is one ModelCard as JSON, rows of a
+task sorted most-downloaded first. Opening reads only the header and maps the file; a query parses
+only the rows it needs, so opening stays constant-time and a top-K query reads about K rows,
+whatever the catalog's size. The file stays plain JSONL for people and diff tools.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from .card import ModelCard
+
+FORMAT = "hugginggpt-catalog"
+VERSION = 1
+
+
+def write_store(cards: Iterable[ModelCard], path: Path) -> int:
+    """Write `cards` (one per (task, id); later duplicates win) in the indexed format."""
+    by_task: dict[str, dict[str, ModelCard]] = {}
+    for card in cards:
+        by_task.setdefault(card.task, {})[card.id] = card
+    body: list[bytes] = []
+    index: dict[str, list[int]] = {}
+    offset = 0
+    for task in sorted(by_task):
+        start = offset
+        ranked = sorted(by_task[task].values(), key=lambda c: c.rank_key)
+        for card in ranked:
+            line = json.dumps(card.to_json(), ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+            body.append(line)
+            offset += len(line)
+        index[task] = [start, offset, len(ranked)]
+    count = sum(n for _, _, n in index.values())
+    header = {"format": FORMAT, "version": VERSION, "count": count, "tasks": index}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(json.dumps(header, separators=(",", ":")).encode() + b"\n")
+        f.writelines(body)
+    return count
+
+
+class Store:
+    """Read-only view of an indexed catalog file; rows are parsed on demand, per task."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        with open(self.path, "rb") as f:
+            header = json.loads(f.readline())
+            self._base = f.tell()
+            if header.get("format") != FORMAT or header.get("version") != VERSION:
+                raise ValueError(f"{self.path}: not a {FORMAT} v{VERSION} file")
+            size = f.seek(0, 2)
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        self._index: dict[str, tuple[int, int, int]] = {t: tuple(v) for t, v in header["tasks"].items()}
+        self.count: int = header["count"]
+        # Rows already parsed, per task: a prefix of the ranked list, and where parsing stopped.
+        self._parsed: dict[str, list[ModelCard]] = {}
+        self._next: dict[str, int] = {}
+
+    def tasks(self) -> list[str]:
+        return list(self._index)
+
+    def task_count(self, task: str) -> int:
+        return self._index.get(task, (0, 0, 0))[2]
+
+    def ranked(self, task: str) -> Iterator[ModelCard]:
+        """The task's cards, best first; parses lazily and remembers what it parsed."""
+        if task not in self._index:
+            return
+        _, end, _ = self._index[task]
+        parsed = self._parsed.setdefault(task, [])
+        i = 0
+        while True:
+            if i < len(parsed):
+                yield parsed[i]
+                i += 1
+                continue
+            pos = self._next.get(task, self._index[task][0])
+            if pos >= end:
+                return
+            start = self._base + pos
+            stop = self._map.find(b"\n", start, self._base + end)
+            stop = self._base + end if stop < 0 else stop
+            parsed.append(ModelCard.from_json(json.loads(self._map[start:stop])))
+            self._next[task] = stop + 1 - self._base
+
+    def find(self, task: str, model_id: str) -> ModelCard | None:
+        """The card for `model_id` in `task` (a scan of that task's rows)."""
+        if task not in self._index:
+            return None
+        start, end, _ = self._index[task]
+        needle = json.dumps(model_id, ensure_ascii=False).encode()
+        if self._map.find(needle, self._base + start, self._base + end) < 0:
+            return None  # fast negative: the id's JSON string is nowhere in the task's rows
+        return next((c for c in self.ranked(task) if c.id == model_id), None)

@@ -1,0 +1,110 @@
+"""A fake Hugging Face Hub API on 127.0.0.1, for `python -m hugginggpt.catalog refresh` tests.
+
+    with FakeHub([HubModel("acme/sum", "summarization", downloads=10, readme="...")]) as hub:
+        env = {"HF_ENDPOINT": hub.url, "HF_HUB_OFFLINE": "0"}
+
+Serves what HfApi.list_models and a README download need: GET /api/models (filters
+pipeline_tag, filter (tags), search (id substring), sort=downloads|likes, limit, expand) and
+GET /{repo}/resolve/{revision}/README.md. `hub.requests` records each request's path and query.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+
+@dataclass
+class HubModel:
+    id: str
+    pipeline_tag: str | None
+    downloads: int = 0
+    likes: int = 0
+    library_name: str | None = None
+    tags: list[str] = field(default_factory=list)
+    card_data: dict[str, Any] | None = None
+    safetensors: dict[str, Any] | None = None  # {"parameters": {"F32": n}, "total": n}
+    readme: str | None = None
+
+    def api_json(self, expand: list[str]) -> dict[str, Any]:
+        full = {
+            "_id": self.id, "id": self.id, "modelId": self.id, "downloads": self.downloads, "likes": self.likes,
+            "library_name": self.library_name, "pipeline_tag": self.pipeline_tag,
+            "tags": self.tags + ([self.pipeline_tag] if self.pipeline_tag else []),
+            "cardData": self.card_data, "safetensors": self.safetensors,
+        }
+        keep = set(expand) if expand else {"downloads", "likes", "library_name", "pipeline_tag", "tags"}
+        return {k: v for k, v in full.items() if (k in keep or k in ("_id", "id", "modelId")) and v is not None}
+
+
+class FakeHub:
+    def __init__(self, models: list[HubModel]):
+        self.models = list(models)
+        self.requests: list[dict[str, Any]] = []
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_port}"
+
+    def __enter__(self) -> FakeHub:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def list_models(self, query: dict[str, list[str]]) -> list[dict[str, Any]]:
+        models = self.models
+        if "pipeline_tag" in query:
+            models = [m for m in models if m.pipeline_tag == query["pipeline_tag"][0]]
+        for tag in query.get("filter", []):
+            models = [m for m in models if tag in m.tags or tag == m.library_name]
+        if "search" in query:
+            models = [m for m in models if query["search"][0].lower() in m.id.lower()]
+        sort = query.get("sort", [None])[0]
+        if sort in ("downloads", "likes"):
+            models = sorted(models, key=lambda m: getattr(m, sort), reverse=True)
+        limit = int(query.get("limit", [len(models)])[0])
+        return [m.api_json(query.get("expand", [])) for m in models[:limit]]
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:  # keep test output clean
+                pass
+
+            def _send(self, status: int, body: bytes, content_type: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                url = urlparse(self.path)
+                query = parse_qs(url.query)
+                path = unquote(url.path)
+                hub.requests.append({"path": path, "query": query})
+                if path == "/api/models":
+                    body = json.dumps(hub.list_models(query)).encode()
+                    return self._send(200, body, "application/json")
+                if "/resolve/" in path and path.endswith("/README.md"):
+                    repo = path.strip("/").split("/resolve/")[0]
+                    model = next((m for m in hub.models if m.id == repo), None)
+                    if model is not None and model.readme is not None:
+                        return self._send(200, model.readme.encode(), "text/markdown; charset=utf-8")
+                self._send(404, json.dumps({"error": "Entry not found"}).encode(), "application/json")
+
+            do_HEAD = do_GET
+
+        return Handler
