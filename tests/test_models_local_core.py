@@ -1,0 +1,194 @@
+"""The local runtime itself: sizing, budget, LRU eviction, one load under concurrency, refusals, io."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import models_local
+from models_local import ModelTooLarge, Runtime, RuntimeUnsupported
+from models_local.handlers import HANDLERS
+from models_local.handlers.base import Handler
+from models_local.io import read_audio, read_image
+from models_local.runtime import folder_size, loaded_size
+from tests.tiny_text_audio import tiny, write_tone  # noqa: F401  (tiny is a fixture)
+
+TEXT = {"text": "the cat sat on the mat"}
+QA = {"text": "where is the cat?", "context": "the cat sat on the mat"}
+
+
+def _sizes(tiny, *names):
+    return [folder_size(Path(tiny(n)), half=False) for n in names]
+
+
+def test_size_estimate_from_safetensors_header_matches_loaded_model(tiny):
+    folder = tiny("bert-classifier")
+    runtime = Runtime(memory_budget_bytes=2**30, device="cpu")
+    runtime.run("text-classification", folder, TEXT, tiny.root / "out")
+    estimate = folder_size(Path(folder), half=False)
+    (entry,) = runtime._cache.values()
+    assert runtime.used == loaded_size(entry.obj)
+    # the header counts the saved tensors; the loaded model adds a few non-persistent buffers
+    assert 0.95 * runtime.used <= estimate <= runtime.used
+    assert folder_size(Path(folder), half=True) == estimate // 2  # float32 weights counted at fp16
+
+
+def test_small_budget_evicts_least_recently_used(tiny):
+    a, b, c = tiny("bert-classifier"), tiny("bert-qa"), tiny("bert-embedder")
+    budget = int(sum(_sizes(tiny, "bert-classifier", "bert-qa", "bert-embedder")) * 0.8)  # room for two
+    runtime = Runtime(memory_budget_bytes=budget, device="cpu")
+    out = tiny.root / "out"
+    runtime.run("text-classification", a, TEXT, out)
+    runtime.run("question-answering", b, QA, out)
+    runtime.run("text-classification", a, TEXT, out)  # a is now the most recently used
+    assert runtime.cached() == [b, a] and runtime.loads == 2
+    runtime.run("sentence-similarity", c, {"text": "a cat", "text2": "a dog"}, out)
+    assert runtime.cached() == [a, c]  # b, least recently used, was dropped
+    assert runtime.used <= budget
+    runtime.run("question-answering", b, QA, out)  # evicted models load again
+    assert runtime.loads == 4 and runtime.cached() == [c, b]
+
+
+def test_model_over_budget_is_refused_before_loading(tiny):
+    folder = tiny("bert-classifier")
+    (size,) = _sizes(tiny, "bert-classifier")
+    runtime = Runtime(memory_budget_bytes=size - 1, device="cpu")
+    assert not runtime.can_run("text-classification", folder)
+    with pytest.raises(ModelTooLarge, match="budget"):
+        runtime.run("text-classification", folder, TEXT, tiny.root / "out")
+    assert runtime.loads == 0 and runtime.cached() == []
+    assert isinstance(ModelTooLarge("x"), RuntimeUnsupported)  # callers may catch either
+    assert runtime.can_run("text-classification", "any/model", size_bytes=size - 1)
+    assert not runtime.can_run("text-classification", "any/model", size_bytes=size)
+
+
+def test_concurrent_first_use_loads_once(tiny):
+    folder = tiny("bert-classifier")
+    real = HANDLERS["text-classification"]
+    started = []
+
+    def slow_load(source, device):  # the real loader, slowed so that the four requests overlap
+        started.append(source)
+        threading.Event().wait(0.3)
+        return real.load(source, device)
+
+    runtime = Runtime(memory_budget_bytes=2**30, device="cpu",
+                      handlers={"text-classification": Handler(slow_load, real.call)})
+    barrier = threading.Barrier(4)
+    results, errors = [], []
+
+    def ask():
+        barrier.wait()
+        try:
+            results.append(runtime.run("text-classification", folder, TEXT, tiny.root / "out"))
+        except Exception as exc:  # noqa: BLE001 - surfaced by the assert below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors
+    assert len(started) == 1 and runtime.loads == 1
+    assert len(results) == 4 and all(r[0]["kind"] == "text" for r in results)
+
+
+def test_unsupported_task_and_model_raise_runtime_unsupported(tiny):
+    runtime = Runtime(memory_budget_bytes=2**30, device="cpu")
+    out = tiny.root / "out"
+    with pytest.raises(RuntimeUnsupported, match="no handler"):
+        runtime.run("make-coffee", tiny("bert-classifier"), TEXT, out)
+    odd = tiny.root / "odd-model"
+    odd.mkdir(exist_ok=True)
+    (odd / "config.json").write_text('{"model_type": "no-such-architecture"}')
+    with pytest.raises(RuntimeUnsupported, match="cannot load"):
+        runtime.run("text-classification", str(odd), TEXT, out)
+    with pytest.raises(RuntimeUnsupported, match="Hub or its cache"):  # offline and not cached
+        runtime.run("text-classification", "nobody/not-a-cached-model", TEXT, out)
+    with pytest.raises(RuntimeUnsupported, match="text-to-speech"):  # a text model asked to speak
+        runtime.run("text-to-speech", tiny("t5"), TEXT, out)
+    assert runtime.loads == 0
+
+
+def test_can_run_never_loads(tiny):
+    runtime = Runtime(memory_budget_bytes=2**30, device="cpu")
+    folder = tiny("bert-classifier")
+    assert runtime.can_run("text-classification", folder)
+    assert runtime.can_run("sentence-similarity", folder, library="sentence-transformers")
+    assert runtime.can_run("text-classification", "not/cached-anywhere")  # size unknown: allowed
+    assert not runtime.can_run("text-classification", folder, library="diffusers")
+    assert not runtime.can_run("tabular-classification", folder, library="keras")
+    assert not runtime.can_run("make-coffee", folder)
+    assert runtime.loads == 0 and runtime.cached() == []
+
+
+def test_hub_id_resolves_through_the_hf_cache(tiny, tmp_path, monkeypatch):
+    """An offline hub id loads from the HF cache layout, through the same loader as a folder."""
+    from huggingface_hub import constants
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--tiny-org--bert-classifier"
+    shutil.copytree(tiny("bert-classifier"), repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    runtime = Runtime(memory_budget_bytes=2**30, device="cpu")
+    assert runtime.can_run("text-classification", "tiny-org/bert-classifier")
+    artifacts = runtime.run("text-classification", "tiny-org/bert-classifier", TEXT, tmp_path / "out")
+    assert {a["kind"] for a in artifacts} == {"text", "data"}
+    small = Runtime(memory_budget_bytes=1000, device="cpu")  # sized from the cached snapshot
+    assert not small.can_run("text-classification", "tiny-org/bert-classifier")
+
+
+def test_module_level_api_and_configure(tiny, monkeypatch):
+    monkeypatch.setenv("HUGGINGGPT_LOCAL_MEMORY_GB", "0.5")
+    models_local.configure()
+    try:
+        assert models_local.default_runtime().budget == 2**29
+        models_local.configure(memory_budget_bytes=50_000, device="cpu")
+        runtime = models_local.default_runtime()
+        assert runtime.budget == 50_000 and runtime.device.name == "cpu"
+        assert str(runtime.device.dtype) == "torch.float32"
+        assert not models_local.can_run("text-classification", tiny("bert-classifier"))  # ~90 KB > 50 KB
+    finally:
+        models_local.configure()
+    supported = models_local.SUPPORTED_TASKS
+    mine = {"text-classification", "token-classification", "text2text-generation", "summarization", "translation",
+            "question-answering", "conversational", "text-generation", "sentence-similarity",
+            "tabular-classification", "text-to-speech", "automatic-speech-recognition", "audio-to-audio",
+            "audio-classification"}
+    assert mine <= supported
+    from hugginggpt.tasks import TASKS
+
+    assert supported <= set(TASKS)  # names exactly as in the controller's table
+
+
+# ---- io ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("suffix", ["wav", "flac", "ogg"])
+def test_read_audio_mixes_to_mono_and_resamples(tmp_path, suffix):
+    path = write_tone(tmp_path / f"tone.{suffix}", seconds=0.5, rate=22050, channels=2)
+    samples = read_audio(path, 16000)
+    assert samples.dtype == np.float32 and samples.ndim == 1
+    assert abs(len(samples) - 8000) <= 1
+    # the 440 Hz tone survives resampling: its spectral peak is still at 440 Hz
+    spectrum = np.abs(np.fft.rfft(samples))
+    assert abs(np.argmax(spectrum) * 16000 / len(samples) - 440) < 5
+
+
+def test_read_image_converts_modes(tmp_path):
+    from PIL import Image
+
+    rgba = Image.new("RGBA", (4, 3), (255, 0, 0, 0))  # fully transparent red
+    rgba.putpixel((0, 0), (0, 0, 255, 255))
+    rgba.save(tmp_path / "a.png")
+    image = read_image(tmp_path / "a.png")
+    assert image.mode == "RGB" and image.size == (4, 3)
+    assert image.getpixel((1, 1)) == (255, 255, 255)  # transparency becomes white, not black
+    assert image.getpixel((0, 0)) == (0, 0, 255)
+    assert read_image(tmp_path / "a.png", mode="L").mode == "L"
