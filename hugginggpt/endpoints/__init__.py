@@ -1,5 +1,33 @@
 """Where models run. The pipeline talks to every endpoint through `Endpoint`."""
 
 from .base import Endpoint, EndpointError, ModelUnavailable
+from .hosted import HostedEndpoint
+from .local import LocalEndpoint
+from .router import POLICIES, RoutedEndpoint
 
-__all__ = ["Endpoint", "EndpointError", "ModelUnavailable"]
+
+def build_endpoint(
+    mode: str = "hybrid", *, hf_token: str | None = None, provider: str | None = None, timeout: float = 120.0
+) -> Endpoint:
+    """The endpoint for an inference policy: "local", "hosted" or "hybrid" (local first)."""
+    if mode not in POLICIES:
+        raise ValueError(f"unknown inference mode {mode!r}: use one of {', '.join(POLICIES)}")
+    local = LocalEndpoint() if mode in ("local", "hybrid") else None
+    hosted = (
+        HostedEndpoint(token=hf_token, provider=provider, timeout=timeout)
+        if mode in ("hosted", "hybrid")
+        else None
+    )
+    return RoutedEndpoint(mode, local=local, hosted=hosted)
+
+
+__all__ = [
+    "POLICIES",
+    "Endpoint",
+    "EndpointError",
+    "HostedEndpoint",
+    "LocalEndpoint",
+    "ModelUnavailable",
+    "RoutedEndpoint",
+    "build_endpoint",
+]
