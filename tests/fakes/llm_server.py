@@ -54,6 +54,12 @@ class FakeLLMServer:
             self._queues[stage].extend(r if isinstance(r, Reply) else Reply(r) for r in replies)
         return self
 
+    def reset(self) -> None:
+        """Forget the scripted replies and the recorded requests."""
+        with self._lock:
+            self._queues.clear()
+            self.requests.clear()
+
     def stages(self) -> list[str]:
         return [r["stage"] for r in self.requests]
 

@@ -1,0 +1,96 @@
+"""Settings, read in one place: defaults < YAML file < environment variables < explicit overrides.
+
+The YAML file is HUGGINGGPT_CONFIG (or --config); keys are the field names below. Environment
+variables are HUGGINGGPT_<FIELD> (e.g. HUGGINGGPT_LLM_BASE_URL), plus the usual OPENAI_API_KEY,
+OPENAI_BASE_URL and HF_TOKEN.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+INFERENCE_MODES = ("local", "hosted", "hybrid")
+
+
+@dataclass(frozen=True)
+class Settings:
+    # The controller LLM: an OpenAI-compatible server, or a local transformers model when unset.
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = field(default=None, repr=False)
+    llm_timeout: float = 60.0
+    llm_max_retries: int = 2
+    local_llm_model: str = "Qwen/Qwen2.5-1.5B-Instruct"
+    # Where expert models run.
+    inference: str = "hybrid"
+    hf_token: str | None = field(default=None, repr=False)
+    hf_provider: str | None = None
+    # Planning.
+    shots: int | None = None  # few-shot demos in the planning prompt (None: all)
+    max_plan_retries: int = 2
+    history_tokens: int = 1500
+    # Selection.
+    top_k: int = 5
+    catalog_paths: tuple[str, ...] = ()
+    candidate_tokens: int = 120  # per candidate description in the selection prompt
+    # Execution.
+    max_workers: int = 4
+    task_timeout: float = 300.0
+    task_attempts: int = 2  # models tried per task before it fails for good
+    allow_urls: bool = False
+    url_max_bytes: int = 20 * 1024 * 1024
+    workdir: str = "workspaces"
+
+    def __post_init__(self) -> None:
+        if self.inference not in INFERENCE_MODES:
+            raise ValueError(f"inference must be one of {', '.join(INFERENCE_MODES)}, not {self.inference!r}")
+        if self.top_k < 1 or self.task_attempts < 1 or self.max_workers < 1:
+            raise ValueError("top_k, task_attempts and max_workers must be at least 1")
+
+    @property
+    def uses_server(self) -> bool:
+        return bool(self.llm_base_url or self.llm_api_key)
+
+    def with_overrides(self, **values: Any) -> Settings:
+        """A copy with the given values, ignoring the ones that are None."""
+        return replace(self, **{k: v for k, v in values.items() if v is not None})
+
+
+def load_settings(config_file: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    path = config_file or env.get("HUGGINGGPT_CONFIG")
+    if path:
+        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{path}: the config file must be a mapping of setting names to values")
+        values.update(loaded)
+    values.setdefault("llm_base_url", env.get("OPENAI_BASE_URL"))
+    values.setdefault("llm_api_key", env.get("OPENAI_API_KEY"))
+    values.setdefault("hf_token", env.get("HF_TOKEN"))
+    for f in fields(Settings):
+        raw = env.get(f"HUGGINGGPT_{f.name.upper()}")
+        if raw is not None:
+            values[f.name] = raw
+    unknown = set(values) - {f.name for f in fields(Settings)}
+    if unknown:
+        raise ValueError(f"unknown settings: {', '.join(sorted(unknown))}")
+    return Settings(**{k: _coerce(k, v) for k, v in values.items() if v is not None})
+
+
+def _coerce(name: str, value: Any) -> Any:
+    default = next(f.default for f in fields(Settings) if f.name == name)
+    if name == "catalog_paths":
+        return tuple(value.split(os.pathsep)) if isinstance(value, str) else tuple(value)
+    if isinstance(default, bool):
+        return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+    if isinstance(default, int) or name == "shots":
+        return int(value)
+    if isinstance(default, float):
+        return float(value)
+    return value

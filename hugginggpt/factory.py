@@ -1,0 +1,46 @@
+"""Build the pipeline's parts from settings: one place for the CLI, the app and the eval harness."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .catalog import Catalog, load_catalog
+from .config import Settings
+from .endpoints import Endpoint
+from .llm import LLM, LocalChatLLM, OpenAICompatibleLLM
+from .pipeline import Pipeline
+
+DEFAULT_SERVER_MODEL = "gpt-4o-mini"
+
+
+def build_llm(settings: Settings) -> LLM:
+    """An OpenAI-compatible server when a base URL or key is set, else a local transformers model."""
+    if settings.uses_server:
+        return OpenAICompatibleLLM(
+            base_url=settings.llm_base_url,
+            model=settings.llm_model or DEFAULT_SERVER_MODEL,
+            api_key=settings.llm_api_key,
+            timeout=settings.llm_timeout,
+            max_retries=settings.llm_max_retries,
+        )
+    return LocalChatLLM(settings.llm_model or settings.local_llm_model)
+
+
+def build_catalog(settings: Settings) -> Catalog:
+    return load_catalog([Path(p) for p in settings.catalog_paths])
+
+
+def build_endpoint(settings: Settings) -> Endpoint:
+    from .endpoints import build_endpoint as make
+
+    return make(settings.inference, hf_token=settings.hf_token, provider=settings.hf_provider)
+
+
+def build_pipeline(settings: Settings, *, llm: LLM | None = None, catalog: Catalog | None = None,
+                   endpoint: Endpoint | None = None) -> Pipeline:
+    return Pipeline(
+        llm=llm or build_llm(settings),
+        catalog=catalog or build_catalog(settings),
+        endpoint=endpoint or build_endpoint(settings),
+        settings=settings,
+    )

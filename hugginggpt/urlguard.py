@@ -1,0 +1,101 @@
+"""Fetching an http(s) URL that a plan names, without reaching private networks.
+
+Off unless settings allow it. Every hop of a redirect chain is checked: the host must resolve only
+to public addresses (no loopback, private, link-local, cloud-metadata, multicast or reserved ones),
+and the body is capped in size.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class URLRefused(ValueError):
+    """The URL may not be fetched; the message says why, for the LLM and the user."""
+
+
+def is_public(address: Address) -> bool:
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped
+    return address.is_global and not address.is_multicast
+
+
+def resolve_host(host: str) -> list[Address]:
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except socket.gaierror as e:
+        raise URLRefused(f"the host '{host}' could not be resolved") from e
+    return [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+
+
+def check_url(
+    url: str,
+    *,
+    allowed: Callable[[Address], bool] = is_public,
+    resolve: Callable[[str], list[Address]] = resolve_host,
+) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise URLRefused(f"only http and https URLs may be fetched, not '{parts.scheme or url}'")
+    if not parts.hostname:
+        raise URLRefused(f"'{url}' has no host")
+    if parts.username or parts.password:
+        raise URLRefused("URLs with credentials are not fetched")
+    try:
+        addresses = [ipaddress.ip_address(parts.hostname)]
+    except ValueError:
+        addresses = resolve(parts.hostname)
+    refused = [str(a) for a in addresses if not allowed(a)]
+    if refused or not addresses:
+        raise URLRefused(f"'{parts.hostname}' is a private or local address ({', '.join(refused)}); it is not fetched")
+
+
+def fetch(
+    url: str,
+    dest_dir: Path,
+    *,
+    max_bytes: int = 20 * 1024 * 1024,
+    max_redirects: int = 5,
+    timeout: float = 20.0,
+    allowed: Callable[[Address], bool] = is_public,
+) -> Path:
+    """Download `url` into `dest_dir`, checking every hop; return the file's path."""
+    with httpx.Client(follow_redirects=False, timeout=timeout, trust_env=False) as client:
+        for _ in range(max_redirects + 1):
+            check_url(url, allowed=allowed)
+            with client.stream("GET", url) as response:
+                if response.is_redirect:
+                    url = urljoin(url, response.headers.get("location", ""))
+                    continue
+                if response.status_code != 200:
+                    raise URLRefused(f"fetching {url} gave HTTP {response.status_code}")
+                declared = int(response.headers.get("content-length") or 0)
+                if declared > max_bytes:
+                    raise URLRefused(f"{url} is larger than the {max_bytes // 1_000_000} MB limit")
+                return _save(response, url, dest_dir, max_bytes)
+    raise URLRefused(f"more than {max_redirects} redirects")
+
+
+def _save(response: httpx.Response, url: str, dest_dir: Path, max_bytes: int) -> Path:
+    name = Path(urlsplit(url).path).name or "download"
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:80].lstrip(".") or "download"
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    target = dest_dir / safe
+    size = 0
+    with open(target, "wb") as f:
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > max_bytes:
+                f.close()
+                target.unlink(missing_ok=True)
+                raise URLRefused(f"{url} is larger than the {max_bytes // 1_000_000} MB limit")
+            f.write(chunk)
+    return target

@@ -1,0 +1,79 @@
+"""A scripted endpoint for scheduler and pipeline tests: set durations and failures, real files."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from hugginggpt import tasks as task_types
+from hugginggpt.artifacts import Artifact
+from hugginggpt.catalog import ModelCard
+from hugginggpt.endpoints import Endpoint, EndpointError, ModelUnavailable
+
+
+@dataclass
+class FakeEndpoint(Endpoint):
+    """Every task "runs" by sleeping `durations[model]` (default `duration`) and writing outputs
+    of the kinds its spec lists. Models in `failing` raise EndpointError, in `unavailable`
+    ModelUnavailable; models in `hanging` sleep for `hang` seconds."""
+
+    duration: float = 0.0
+    durations: dict[str, float] = field(default_factory=dict)
+    failing: set[str] = field(default_factory=set)
+    unavailable: set[str] = field(default_factory=set)
+    unrunnable: set[str] = field(default_factory=set)
+    hanging: set[str] = field(default_factory=set)
+    hang: float = 5.0
+    name: str = "fake"
+    calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    running: int = 0
+    peak: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def can_run(self, model: ModelCard) -> bool:
+        return model.id not in self.unrunnable
+
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> list[Artifact]:
+        with self._lock:
+            self.calls.append((task, model.id, dict(inputs)))
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+        try:
+            time.sleep(self.hang if model.id in self.hanging else self.durations.get(model.id, self.duration))
+            if model.id in self.unavailable:
+                raise ModelUnavailable(f"{model.id} is not available here")
+            if model.id in self.failing:
+                raise EndpointError(f"{model.id} crashed")
+            return make_outputs(task, model.id, inputs, out_dir)
+        finally:
+            with self._lock:
+                self.running -= 1
+
+
+def make_outputs(task: str, model: str, inputs: dict[str, Any], out_dir: Path) -> list[Artifact]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    outputs = []
+    for kind in task_types.TASKS[task].outputs:
+        if kind == "image":
+            path = out_dir / f"{model.replace('/', '_')}.png"
+            Image.new("RGB", (8, 8), "red").save(path)
+            outputs.append(Artifact("image", path=path))
+        elif kind in ("audio", "video"):
+            path = out_dir / f"{model.replace('/', '_')}.{'wav' if kind == 'audio' else 'mp4'}"
+            path.write_bytes(b"RIFF")
+            outputs.append(Artifact(kind, path=path))
+        elif kind == "text":
+            seen = "; ".join(f"{k}={Path(v).name if isinstance(v, Path) else v}" for k, v in inputs.items())
+            outputs.append(Artifact("text", value=f"{task} by {model} on {seen}"))
+        else:
+            outputs.append(Artifact("data", value={"model": model}))
+    return outputs
+
+
+def cards(*specs: tuple[str, str, int]) -> list[ModelCard]:
+    return [ModelCard(id=i, task=t, downloads=d, local=True) for i, t, d in specs]

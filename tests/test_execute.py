@@ -1,0 +1,144 @@
+"""The DAG scheduler: concurrency, data flow, fallback, time-outs, skipping."""
+
+import threading
+
+import pytest
+
+from fakes.endpoints import FakeEndpoint, cards
+from hugginggpt.events import TaskFailed, TaskFinished, TaskSkipped, TaskStarted
+from hugginggpt.execute import ExecutionSettings, execute_plan
+from hugginggpt.plan import parse_plan
+from hugginggpt.select import Choice
+from hugginggpt.workspace import Workspace
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    ws = Workspace(tmp_path / "conv")
+    (tmp_path / "cat.png").write_bytes(b"png")
+    ws.add_upload(tmp_path / "cat.png")
+    return ws
+
+
+def choose(plan, models_per_task=("m1", "m2")):
+    return {
+        t.id: Choice(t.id, t.task, c[0], "test", c)
+        for t in plan.tasks
+        for c in [cards(*[(m, t.task, 10 - i) for i, m in enumerate(models_per_task)])]
+    }
+
+
+def run(plan, endpoint, workspace, **settings):
+    records = {}
+    events = list(
+        execute_plan(plan, choose(plan), endpoint, workspace, workspace.run_dir("r1"), records,
+                     ExecutionSettings(**settings))
+    )
+    return events, records
+
+
+FOUR = parse_plan(str([{"task": "text-to-image", "id": i, "dep": [-1], "args": {"text": f"cat {i}"}} for i in range(4)]))
+CHAIN = parse_plan(
+    '[{"task": "image-to-text", "id": 0, "dep": [-1], "args": {"image": "cat.png"}},'
+    ' {"task": "text-to-image", "id": 1, "dep": [0], "args": {"text": "<resource>-0"}},'
+    ' {"task": "image-classification", "id": 2, "dep": [1], "args": {"image": "<resource>-1"}}]'
+)
+
+
+def test_independent_tasks_run_at_the_same_time(workspace):
+    endpoint = FakeEndpoint(duration=0.3)
+    events, records = run(FOUR, endpoint, workspace, max_workers=4)
+    assert endpoint.peak == 4
+    assert all(r.status == "done" for r in records.values())
+
+
+def test_pool_is_bounded(workspace):
+    endpoint = FakeEndpoint(duration=0.1)
+    run(FOUR, endpoint, workspace, max_workers=2)
+    assert endpoint.peak == 2
+
+
+def test_outputs_flow_along_the_chain(workspace):
+    endpoint = FakeEndpoint()
+    events, records = run(CHAIN, endpoint, workspace)
+    (t0, _, in0), (t1, _, in1), (t2, _, in2) = endpoint.calls
+    assert in0["image"] == workspace.uploads_dir / "cat.png"
+    assert in1["text"].startswith("image-to-text by m1 on image=cat.png")  # <resource>-0 became its text
+    assert in2["image"] == records[1].output("image").path
+    order = [(type(e).__name__, e.task_id) for e in events]
+    assert order == [("TaskStarted", 0), ("TaskFinished", 0), ("TaskStarted", 1), ("TaskFinished", 1),
+                     ("TaskStarted", 2), ("TaskFinished", 2)]
+
+
+def test_failing_model_falls_back_to_the_next_candidate(workspace):
+    endpoint = FakeEndpoint(failing={"m1"})
+    events, records = run(CHAIN, endpoint, workspace)
+    failures = [e for e in events if isinstance(e, TaskFailed)]
+    assert failures and all(not f.final for f in failures)
+    assert all(r.status == "done" and r.model == "m2" for r in records.values())
+    assert records[0].attempts[0] == {"model": "m1", "error": "m1 crashed", "seconds": records[0].attempts[0]["seconds"]}
+
+
+def test_task_failing_for_good_skips_its_dependants_with_the_reason(workspace):
+    endpoint = FakeEndpoint(failing={"m1", "m2"})
+    events, records = run(CHAIN, endpoint, workspace, task_attempts=2)
+    assert records[0].status == "failed" and records[0].error == "m2 crashed"
+    skipped = [e for e in events if isinstance(e, TaskSkipped)]
+    assert [s.task_id for s in skipped] == [1, 2]
+    assert "task 0 (image-to-text), which failed" in skipped[0].reason
+    assert [c[1] for c in endpoint.calls] == ["m1", "m2"]  # nothing ran after the failure
+
+
+def test_attempts_are_configurable(workspace):
+    endpoint = FakeEndpoint(failing={"m1"})
+    events, records = run(CHAIN, endpoint, workspace, task_attempts=1)
+    assert records[0].status == "failed" and len(endpoint.calls) == 1
+
+
+def test_unavailable_model_falls_back(workspace):
+    endpoint = FakeEndpoint(unavailable={"m1"})
+    _, records = run(CHAIN, endpoint, workspace)
+    assert records[2].status == "done" and records[2].model == "m2"
+
+
+def test_hung_model_times_out_and_the_next_one_runs(workspace):
+    endpoint = FakeEndpoint(hanging={"m1"}, hang=3)
+    events, records = run(CHAIN, endpoint, workspace, task_timeout=0.2)
+    timeouts = [e for e in events if isinstance(e, TaskFailed)]
+    assert timeouts[0].error == "timed out after 0.2 s" and not timeouts[0].final
+    assert records[0].status == "done" and records[0].model == "m2"
+
+
+def test_independent_branch_still_runs_when_another_fails(workspace):
+    plan = parse_plan(
+        '[{"task": "text-to-image", "id": 0, "dep": [-1], "args": {"text": "a"}},'
+        ' {"task": "image-classification", "id": 1, "dep": [0], "args": {"image": "<resource>-0"}},'
+        ' {"task": "summarization", "id": 2, "dep": [-1], "args": {"text": "b"}}]'
+    )
+    records = {}
+    choices = choose(plan)
+    choices[0] = Choice(0, "text-to-image", None, "no model in the catalog can run text-to-image here")
+    events = list(execute_plan(plan, choices, FakeEndpoint(), workspace, workspace.run_dir("r"), records))
+    assert records[0].status == "failed" and "no model" in records[0].error
+    assert records[1].status == "skipped" and records[2].status == "done"
+
+
+def test_file_outside_the_workspace_is_refused_before_running(workspace):
+    plan = parse_plan('[{"task": "image-to-text", "id": 0, "dep": [-1], "args": {"image": "/etc/passwd"}}]')
+    endpoint = FakeEndpoint()
+    events, records = run(plan, endpoint, workspace)
+    assert records[0].status == "failed" and "outside" in records[0].error
+    assert endpoint.calls == []
+
+
+def test_closing_the_stream_cancels_tasks_not_yet_started(workspace):
+    endpoint = FakeEndpoint(duration=0.2)
+    cancelled = threading.Event()
+    records = {}
+    stream = execute_plan(CHAIN, choose(CHAIN), endpoint, workspace, workspace.run_dir("r"), records,
+                          cancelled=cancelled)
+    assert isinstance(next(stream), TaskStarted)
+    stream.close()
+    assert cancelled.is_set()
+    threading.Event().wait(0.5)
+    assert len(endpoint.calls) == 1  # task 1 and 2 never started

@@ -1,0 +1,208 @@
+"""Whole requests through the pipeline: fake LLM server (real openai client), scripted endpoint."""
+
+import json
+
+import pytest
+
+from fakes.endpoints import FakeEndpoint, cards
+from fakes.llm_server import FakeLLMServer, Reply
+from hugginggpt.catalog import Catalog
+from hugginggpt.config import Settings
+from hugginggpt.events import (AnswerDelta, Done, ModelSelected, PlanReady, PlanRejected, StageStarted,
+                               TaskFinished, TaskStarted)
+from hugginggpt.llm import OpenAICompatibleLLM
+from hugginggpt.pipeline import Pipeline
+from hugginggpt.workspace import Workspace
+
+CATALOG = Catalog(cards(
+    ("det-big", "object-detection", 900), ("det-small", "object-detection", 500),
+    ("cap-only", "image-to-text", 100),
+    ("tts-a", "text-to-speech", 50),
+))
+PLAN = json.dumps({"tasks": [
+    {"task": "object-detection", "id": 0, "dep": [-1], "args": {"image": "photo.png"}},
+    {"task": "image-to-text", "id": 1, "dep": [0], "args": {"image": "<resource>-0"}},
+]})
+
+
+@pytest.fixture
+def server():
+    with FakeLLMServer() as s:
+        yield s
+
+
+@pytest.fixture
+def photo(tmp_path):
+    path = tmp_path / "photo.png"
+    path.write_bytes(b"\x89PNG fake")
+    return path
+
+
+def pipeline(server, endpoint=None, **settings):
+    llm = OpenAICompatibleLLM(base_url=server.url, model="fake", api_key="sk-secret-key", timeout=5, max_retries=0)
+    return Pipeline(llm=llm, catalog=CATALOG, endpoint=endpoint or FakeEndpoint(), settings=Settings(**settings))
+
+
+def run(p, request, tmp_path, files=(), workspace=None):
+    workspace = workspace or Workspace(tmp_path / "conv")
+    events = list(p.run(request, workspace=workspace, files=files))
+    return events, events[-1], workspace
+
+
+def test_full_request_streams_every_stage_in_order(server, photo, tmp_path):
+    server.script("plan", PLAN)
+    server.script("select", '{"0": {"id": "det-small", "reason": "smaller and good enough"}}')
+    server.script("respond", "I found objects; see outputs.")
+    events, done, ws = run(pipeline(server), "what is in this photo?", tmp_path, files=[photo])
+
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[:2] == ["StageStarted", "PlanReady"]
+    assert kinds.index("ModelSelected") < kinds.index("TaskStarted") < kinds.index("TaskFinished")
+    assert kinds.index("TaskFinished") < kinds.index("AnswerDelta") and kinds[-1] == "Done"
+    assert [e.stage for e in events if isinstance(e, StageStarted)] == ["plan", "select", "execute", "respond"]
+
+    selected = {e.task_id: e for e in events if isinstance(e, ModelSelected)}
+    assert selected[0].model == "det-small" and selected[0].reason == "smaller and good enough"
+    assert selected[0].candidates == ["det-big", "det-small"]
+    assert selected[1].model == "cap-only" and selected[1].reason == "the only candidate"
+    assert "".join(e.text for e in events if isinstance(e, AnswerDelta)) == done.answer == "I found objects; see outputs."
+    assert done.error is None
+    assert server.stages() == ["plan", "select", "respond"]
+    # the respond prompt holds the execution record, with the real output paths
+    record = server.requests[-1]["messages"][-1]["content"]
+    assert "Task 0 (object-detection) with det-small: done" in record and "image file outputs/" in record
+
+
+def test_at_most_three_llm_calls_and_two_without_a_choice(server, photo, tmp_path):
+    plan = json.dumps({"tasks": [{"task": "image-to-text", "id": i, "dep": [-1], "args": {"image": "photo.png"}}
+                                 for i in range(6)]})
+    server.script("plan", plan).script("respond", "ok")
+    _, done, _ = run(pipeline(server), "caption six times", tmp_path, files=[photo])
+    assert done.error is None and len(done.trace["llm_calls"]) == 2  # one candidate each: no select call
+
+    server.reset()
+    server.script("plan", json.dumps({"tasks": [
+        {"task": "object-detection", "id": i, "dep": [-1], "args": {"image": "photo.png"}} for i in range(8)]}))
+    server.script("select", json.dumps({str(i): {"id": "det-big", "reason": "r"} for i in range(8)}))
+    server.script("respond", "ok")
+    _, done, _ = run(pipeline(server), "detect eight times", tmp_path, files=[photo])
+    assert done.error is None and server.stages() == ["plan", "select", "respond"]
+    assert len(done.trace["llm_calls"]) == 3
+
+
+def test_empty_plan_answers_directly_and_says_so(server, tmp_path):
+    server.script("plan", '{"tasks": []}').script("respond", "Hello! I can run models for you.")
+    events, done, _ = run(pipeline(server), "hi", tmp_path)
+    ready = next(e for e in events if isinstance(e, PlanReady))
+    assert ready.plan.tasks == [] and done.answer.startswith("Hello")
+    assert server.stages() == ["plan", "respond"]
+    assert "No model was needed" in server.requests[-1]["messages"][-1]["content"]
+
+
+def test_pick_that_is_not_a_candidate_is_replaced_and_recorded(server, photo, tmp_path):
+    server.script("plan", PLAN).script("select", '{"0": {"id": "made/up-model", "reason": "best"}}')
+    server.script("respond", "ok")
+    events, done, _ = run(pipeline(server), "detect", tmp_path, files=[photo])
+    pick = next(e for e in events if isinstance(e, ModelSelected) and e.task_id == 0)
+    assert pick.model == "det-big" and pick.substituted and "made/up-model" in pick.reason
+    assert done.trace["choices"]["0"]["substituted"] is True
+
+
+def test_rejected_plans_are_visible_then_corrected(server, photo, tmp_path):
+    server.script("plan", '[{"task": "object-detection", "id": 0, "dep": [-1], "args": {"image": "other.png"}}]', PLAN)
+    server.script("select", "{}").script("respond", "ok")
+    events, done, _ = run(pipeline(server), "detect", tmp_path, files=[photo])
+    rejected = [e for e in events if isinstance(e, PlanRejected)]
+    assert len(rejected) == 1 and "other.png" in rejected[0].problems[0]
+    assert done.error is None and done.trace["plan_attempts"] == 2
+
+
+def test_plan_that_stays_invalid_ends_in_a_clear_error(server, tmp_path):
+    server.script("plan", '[{"task": "teleportation", "id": 0, "dep": [-1], "args": {}}]')
+    events, done, _ = run(pipeline(server), "teleport me", tmp_path)
+    assert done.error.startswith("I could not make a valid plan") and "teleportation" in done.error
+    assert not any(isinstance(e, TaskStarted) for e in events)
+    assert server.stages() == ["plan"] * 3
+
+
+def test_llm_down_ends_in_an_error_naming_the_endpoint(tmp_path):
+    llm = OpenAICompatibleLLM(base_url="http://127.0.0.1:9/v1", model="m", api_key="k", timeout=2, max_retries=0)
+    p = Pipeline(llm=llm, catalog=CATALOG, endpoint=FakeEndpoint())
+    events = list(p.run("hi", workspace=Workspace(tmp_path / "c")))
+    assert isinstance(events[-1], Done) and "127.0.0.1:9" in events[-1].error and "could not be reached" in events[-1].error
+
+
+def test_trace_is_saved_and_holds_prompts_replies_timings_and_tokens_but_no_key(server, photo, tmp_path):
+    server.script("plan", PLAN).script("select", "{}").script("respond", "done")
+    _, done, ws = run(pipeline(server), "detect", tmp_path, files=[photo])
+    saved = (ws.root / "traces" / f"{done.trace['request_id']}.json").read_text()
+    assert "sk-secret-key" not in saved
+    trace = json.loads(saved)
+    assert [c["stage"] for c in trace["llm_calls"]] == ["plan", "select", "respond"]
+    assert trace["llm_calls"][0]["messages"][0]["content"].startswith("# Stage: plan")
+    assert trace["llm_calls"][0]["reply"] == PLAN
+    assert trace["plan"][1]["args"] == {"image": "<resource>-0"}
+    assert set(trace["timings"]) == {"plan", "select", "execute", "respond", "total"}
+    assert trace["tokens"]["prompt"] > 0 and trace["tokens"]["completion"] > 0
+    assert [t["status"] for t in trace["tasks"]] == ["done", "done"]
+
+
+def test_answer_naming_a_file_that_does_not_exist_gets_a_note(server, photo, tmp_path):
+    server.script("plan", PLAN).script("select", "{}").script("respond", "Here it is: outputs/x/ghost.png")
+    _, done, _ = run(pipeline(server), "detect", tmp_path, files=[photo])
+    assert "ghost.png named above does not exist" in done.answer
+
+
+def test_conversations_do_not_see_each_others_files(server, photo, tmp_path):
+    server.script("plan", PLAN).script("select", "{}").script("respond", "ok")
+    _, _, first = run(pipeline(server), "detect", tmp_path, files=[photo], workspace=Workspace(tmp_path / "a"))
+    server.reset()
+    server.script("plan", PLAN).script("respond", "ok")
+    _, done, second = run(pipeline(server), "detect", tmp_path, workspace=Workspace(tmp_path / "b"))
+    assert "photo.png" not in server.requests[0]["messages"][-1]["content"]
+    assert done.error and "photo.png" in done.error  # the plan named a file this conversation lacks
+
+
+def test_earlier_outputs_can_be_used_later_in_the_conversation(server, photo, tmp_path):
+    server.script("plan", PLAN).script("select", "{}").script("respond", "ok")
+    ws = Workspace(tmp_path / "conv")
+    _, done, _ = run(pipeline(server), "detect", tmp_path, files=[photo], workspace=ws)
+    made = next(o["path"] for o in done.trace["tasks"][0]["outputs"] if o["kind"] == "image")
+    server.reset()
+    server.script("plan", json.dumps({"tasks": [{"task": "image-to-text", "id": 0, "dep": [-1], "args": {"image": made}}]}))
+    server.script("respond", "ok")
+    endpoint = FakeEndpoint()
+    _, done, _ = run(pipeline(server, endpoint), "caption the boxes", tmp_path, workspace=ws)
+    assert done.error is None and endpoint.calls[0][2]["image"] == ws.root / made
+    assert made in server.requests[0]["messages"][-1]["content"]
+
+
+def test_no_model_for_a_task_fails_it_and_the_answer_says_why(server, tmp_path):
+    server.script("plan", '{"tasks": [{"task": "text-to-video", "id": 0, "dep": [-1], "args": {"text": "a cat"}}]}')
+    server.script("respond", "Sorry, no video model is available.")
+    events, done, _ = run(pipeline(server), "make a video", tmp_path)
+    assert done.trace["tasks"][0]["status"] == "failed"
+    assert "no model in the catalog can run text-to-video" in server.requests[-1]["messages"][-1]["content"]
+
+
+def test_unrunnable_candidates_are_not_offered(server, photo, tmp_path):
+    server.script("plan", PLAN).script("respond", "ok")
+    events, done, _ = run(pipeline(server, FakeEndpoint(unrunnable={"det-big"})), "detect", tmp_path, files=[photo])
+    pick = next(e for e in events if isinstance(e, ModelSelected) and e.task_id == 0)
+    assert pick.model == "det-small" and pick.candidates == ["det-small"]
+    assert server.stages() == ["plan", "respond"]
+
+
+def test_respond_stream_failure_is_an_error_event(server, photo, tmp_path):
+    server.script("plan", PLAN).script("select", "{}").script("respond", Reply("overloaded", status=503))
+    _, done, _ = run(pipeline(server), "detect", tmp_path, files=[photo])
+    assert done.error and "HTTP 503" in done.error
+    assert [t["status"] for t in done.trace["tasks"]] == ["done", "done"]
+
+
+def test_stream_of_finished_tasks_carries_their_files(server, photo, tmp_path):
+    server.script("plan", PLAN).script("select", "{}").script("respond", "ok")
+    events, _, ws = run(pipeline(server), "detect", tmp_path, files=[photo])
+    finished = [e for e in events if isinstance(e, TaskFinished)]
+    image = next(a for a in finished[0].outputs if a.kind == "image")
+    assert image.path.is_file() and ws.root in image.path.parents
