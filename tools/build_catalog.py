@@ -51,6 +51,11 @@ LIBRARY_OVERRIDES = {
     "cloudqi/CQI_Visual_Question_Awnser_PT_v0": "adapter-transformers",
     "davanstrien/testwebhook": None,
 }
+# Repositories that moved after the reference snapshot: same weights, new id (the old one is gone).
+RENAMED = {
+    "runwayml/stable-diffusion-v1-5": "stable-diffusion-v1-5/stable-diffusion-v1-5",
+    "runwayml/stable-diffusion-inpainting": "stable-diffusion-v1-5/stable-diffusion-inpainting",
+}
 # Tasks whose models are diffusion pipelines unless a tag says otherwise.
 DIFFUSION_TASKS = {"text-to-image", "image-to-image", "text-to-video"}
 GENERIC_TAGS = {"pytorch", "tensorflow", "jax", "safetensors", "transformers", "en", "exbert"}
@@ -105,9 +110,12 @@ def p0_cards(path: Path) -> list[ModelCard]:
                 t for t in as_tuple(meta.get("tags"))
                 if t.lower() not in GENERIC_TAGS and t != row["task"] and t not in languages
             )[:12]
+            if row["id"] in RENAMED:
+                tags = (*tags, f"moved-from:{row['id']}")
+            model_id = RENAMED.get(row["id"], row["id"])
             cards.append(
                 ModelCard(
-                    id=row["id"],
+                    id=model_id,
                     task=row["task"],
                     downloads=int(row.get("downloads") or 0),
                     likes=int(row.get("likes") or 0),
@@ -117,7 +125,7 @@ def p0_cards(path: Path) -> list[ModelCard]:
                     datasets=datasets,
                     tags=tags,
                     description=describe(
-                        model_id=row["id"], task=row["task"], library=library,
+                        model_id=model_id, task=row["task"], library=library,
                         languages=languages, datasets=datasets, tags=tags,
                     ),
                 )
@@ -127,7 +135,7 @@ def p0_cards(path: Path) -> list[ModelCard]:
 
 # Curated entries for tasks the reference list lacks (ControlNet) or covers with few models the
 # local runtime can load. Only facts we are sure of; counts unknown (counts_known=False, 0).
-SD15 = "base_model:runwayml/stable-diffusion-v1-5"
+SD15 = "base_model:stable-diffusion-v1-5/stable-diffusion-v1-5"
 SD21 = "base_model:stabilityai/stable-diffusion-2-1"
 SDXL = "base_model:stabilityai/stable-diffusion-xl-base-1.0"
 CONTROLNETS = {  # control -> [(id, license, base model tag)]
@@ -180,7 +188,10 @@ ANNOTATORS = "lllyasviel/Annotators"  # controlnet_aux detectors (HED, MLSD, Ope
 ANNOTATORS_V1 = "lllyasviel/ControlNet"  # the original release's annotator weights
 # control -> [(id, library, license, note)] for making control images from photos.
 CONTROL_ANNOTATORS = {
-    "canny": [(ANNOTATORS, "controlnet_aux", "apache-2.0", "Canny edges, no weights needed")],
+    "canny": [
+        ("canny-edge-detector", "builtin", None, "the Canny edge detector, no weights (the local runtime's own)"),
+        (ANNOTATORS, "controlnet_aux", "apache-2.0", "Canny edges, no weights needed"),
+    ],
     "depth": [
         ("Intel/dpt-hybrid-midas", "transformers", "apache-2.0", "MiDaS depth, as the depth ControlNet was trained on"),
         ("Intel/dpt-large", "transformers", "apache-2.0", "MiDaS depth"),
@@ -197,6 +208,7 @@ CONTROL_ANNOTATORS = {
     ],
     "normal": [
         ("Intel/dpt-hybrid-midas", "transformers", "apache-2.0", "normals derived from MiDaS depth"),
+        ("Intel/dpt-large", "transformers", "apache-2.0", "normals derived from MiDaS depth"),
         (ANNOTATORS, "controlnet_aux", "apache-2.0", "NormalBae surface normals"),
     ],
     "openpose": [
@@ -217,7 +229,7 @@ CONTROL_ANNOTATORS = {
 EXTRA = {
     "image-to-image": [
         ("timbrooks/instruct-pix2pix", "diffusers", "mit"),
-        ("runwayml/stable-diffusion-v1-5", "diffusers", "creativeml-openrail-m"),
+        ("stable-diffusion-v1-5/stable-diffusion-v1-5", "diffusers", "creativeml-openrail-m"),
         ("stabilityai/stable-diffusion-2-1", "diffusers", "openrail++"),
     ],
     "text-to-speech": [
@@ -268,23 +280,23 @@ def curated_cards(known: dict[tuple[str, str], ModelCard]) -> list[ModelCard]:
 
 
 def runtime_rule():
-    """`local` for a card: the library must be one the runtime loads; where the runtime already has
-    a handler for the task, its own cheap can_run decides, else the contract's rule does."""
+    """`local` for a card: its library must be one the runtime loads, and when models_local is
+    importable its own cheap can_run must accept it (tasks without a handler are not local)."""
     try:
         import models_local
 
         supported = frozenset(models_local.SUPPORTED_TASKS)
     except (ImportError, AttributeError):
-        return lambda card: is_local(card.task, card.library), "rule (models_local not importable)"
+        return lambda card: is_local(card.task, card.library), "the catalog's rule (no models_local)"
 
     def local(card: ModelCard) -> bool:
-        if not is_local(card.task, card.library):
+        if not is_local(card.task, card.library, supported=supported):
             return False
-        if card.task not in supported:
-            return True  # the contract: every task type gets a handler for these libraries
-        return bool(models_local.can_run(card.task, card.id, library=card.library, size_bytes=card.size_bytes))
+        # "builtin" (a control made without weights) is not in the runtime's library aliases yet.
+        library = None if card.library == "builtin" else card.library
+        return bool(models_local.can_run(card.task, card.id, library=library, size_bytes=card.size_bytes))
 
-    return local, f"models_local.can_run for {len(supported)} tasks with a handler, the rule for the rest"
+    return local, f"models_local.can_run ({len(supported)} tasks have a handler)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -298,7 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     known = {(c.task, c.id): c for c in base}
     cards = base + [c for c in curated_cards(known) if (c.task, c.id) not in known]
     local, how = runtime_rule()
-    cards = [replace(c, local=local(c)) for c in cards]
+    # A ControlNet for another base (SD 2.1, SDXL) is not local: the runtime pairs them with SD 1.5.
+    cards = [replace(c, local=local(c) and not (c.task.endswith("-text-to-image") and SD15 not in c.tags
+                                                  and "controlnet" in c.tags)) for c in cards]
     count = write_store(cards, args.out)
     per_task = Counter(c.task for c in cards)
     local_per_task = Counter(c.task for c in cards if c.local)

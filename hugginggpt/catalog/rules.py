@@ -9,8 +9,9 @@ from __future__ import annotations
 from ..tasks import TASKS
 
 # Libraries whose models models_local loads (RUNTIME_CONTRACT.md; its runtime also takes
-# sentence-transformers folders through transformers, and sklearn for tables).
-LOCAL_LIBRARIES = frozenset({"transformers", "diffusers", "sentence-transformers", "sklearn"})
+# sentence-transformers folders through transformers, sklearn for tables, and "builtin" for a
+# control image made without weights, e.g. Canny edges).
+LOCAL_LIBRARIES = frozenset({"transformers", "diffusers", "sentence-transformers", "sklearn", "builtin"})
 
 
 def is_local(task: str, library: str | None, *, supported: frozenset[str] | None = None) -> bool:

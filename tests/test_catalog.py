@@ -1,0 +1,243 @@
+"""The catalog: shipped coverage, ranking, the indexed store, user files, and the prompt budget."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from hugginggpt.catalog import ENV_VAR, Catalog, ModelCard, load_catalog, prompt_lines
+from hugginggpt.catalog.prompt import estimate_tokens
+from hugginggpt.catalog.rules import LOCAL_LIBRARIES
+from hugginggpt.catalog.storefile import Store, write_store
+from hugginggpt.tasks import CONTROLS, TASKS
+
+# Tasks for which the reference list has fewer than 20 models, and the ControlNet family it lacks.
+THIN = {"visual-question-answering", "text-to-video"} | {
+    f"{c}-{kind}" for c in CONTROLS for kind in ("control", "text-to-image")
+}
+
+
+@pytest.fixture
+def no_env(monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+
+
+@pytest.fixture(scope="module")
+def shipped() -> Catalog:
+    return load_catalog([], shipped=Path(__import__("hugginggpt.catalog.store").catalog.store.SHIPPED))
+
+
+# ---- the shipped catalog ------------------------------------------------------------------------
+
+
+def test_shipped_covers_every_task_with_a_local_candidate(shipped):
+    """Every task has candidates; every task the local runtime serves has a local one."""
+    import models_local
+
+    supported = models_local.SUPPORTED_TASKS
+    assert len(supported) >= 30  # all but the annotator tasks it cannot serve (hed, mlsd)
+    for task in TASKS:
+        assert shipped.candidates(task, k=1), f"{task} has no candidate at all"
+        if task in supported:
+            local = shipped.candidates(task, k=1, runnable=lambda c: c.local)
+            assert local, f"{task} has no model the local runtime can run"
+            assert local[0].library in LOCAL_LIBRARIES
+
+
+def test_shipped_has_20_models_per_task_where_the_reference_has_them(shipped):
+    for task in TASKS:
+        n = len(list(shipped.ranked(task)))
+        assert n >= (1 if task in THIN else 20), (task, n)
+    assert len(shipped) >= 700
+
+
+def test_shipped_local_flags_agree_with_the_runtime(shipped):
+    """The runtime's own cheap check accepts every local-flagged card, and no card of a task it
+    does not serve is flagged local."""
+    import models_local
+
+    supported = models_local.SUPPORTED_TASKS
+    for card in shipped:
+        if not card.local:
+            continue
+        assert card.task in supported, card
+        # "builtin" (Canny, no weights) is not among the runtime's library aliases: ask without it.
+        library = None if card.library == "builtin" else card.library
+        assert models_local.can_run(card.task, card.id, library=library, size_bytes=card.size_bytes), card
+
+
+def test_shipped_cards_are_well_formed(shipped):
+    for card in shipped:
+        assert card.task in TASKS
+        assert card.description and len(card.description) < 300
+        assert card.downloads >= 0 and card.likes >= 0
+        if not card.counts_known:
+            assert card.downloads == 0 and card.likes == 0  # unknown counts are never invented
+        assert not card.local or card.library in LOCAL_LIBRARIES
+
+
+def test_controlnet_entries_are_known_public_models(shipped):
+    canny = [c.id for c in shipped.ranked("canny-text-to-image")]
+    assert canny[0] == "lllyasviel/sd-controlnet-canny"
+    sdxl = shipped.get("diffusers/controlnet-canny-sdxl-1.0", "canny-text-to-image")
+    assert sdxl is not None and not sdxl.local  # the local runtime pairs ControlNets with SD 1.5
+    assert not sdxl.counts_known and sdxl.downloads == 0
+    seg = shipped.get("openmmlab/upernet-convnext-small", "seg-control")
+    assert seg is not None and seg.local and seg.library == "transformers"
+
+
+def test_shipped_store_opens_lazily(shipped, tmp_path):
+    store = Store(Path(__import__("hugginggpt.catalog.store").catalog.store.SHIPPED))
+    assert store.count == len(shipped)
+    assert not store._parsed  # nothing parsed until a task is asked for
+    top = next(store.ranked("summarization"))
+    assert list(store._parsed) == ["summarization"] and len(store._parsed["summarization"]) == 1
+    assert top.task == "summarization"
+
+
+# ---- ranking and the store ----------------------------------------------------------------------
+
+
+def card(model_id: str, task: str = "summarization", downloads: int = 0, likes: int = 0, **kw) -> ModelCard:
+    return ModelCard(id=model_id, task=task, downloads=downloads, likes=likes, **kw)
+
+
+def test_ranking_downloads_then_likes_and_only_runnable():
+    catalog = Catalog([
+        card("a", downloads=10, likes=1), card("b", downloads=10, likes=5), card("c", downloads=99),
+        card("d", downloads=1, local=True), card("e", task="translation", downloads=1000),
+    ])
+    assert [c.id for c in catalog.candidates("summarization", k=3)] == ["c", "b", "a"]
+    assert [c.id for c in catalog.candidates("summarization", k=5, runnable=lambda c: c.local)] == ["d"]
+    assert catalog.candidates("text-to-video") == []
+    assert len(catalog) == 5 and catalog.tasks() == ["summarization", "translation"]
+
+
+def test_store_with_overlay_ranks_like_a_plain_sort(tmp_path):
+    rng = random.Random(7)
+    tasks = ["summarization", "translation", "text-to-image"]
+    base = [card(f"m{i}", rng.choice(tasks), rng.randrange(50), rng.randrange(5)) for i in range(400)]
+    write_store(base, tmp_path / "s.jsonl")
+    catalog = Catalog(store=Store(tmp_path / "s.jsonl"))
+    overrides = [card(f"m{i}", base[i].task, rng.randrange(50), 0) for i in range(0, 400, 7)]
+    extra = [card(f"new{i}", rng.choice(tasks), rng.randrange(50)) for i in range(20)]
+    for c in overrides + extra:
+        catalog.add(c)
+    final = {(c.task, c.id): c for c in base + overrides + extra}
+    runnable = lambda c: int(c.id.lstrip("mnew")) % 3 != 0  # noqa: E731
+    for task in tasks:
+        expected = sorted((c for c in final.values() if c.task == task), key=lambda c: c.rank_key)
+        got = list(catalog.ranked(task))
+        assert [c.rank_key for c in got] == [c.rank_key for c in expected]
+        assert {c.id for c in got} == {c.id for c in expected}
+        top = catalog.candidates(task, k=4, runnable=runnable)
+        assert [c.rank_key for c in top] == [c.rank_key for c in expected if runnable(c)][:4]
+    assert len(catalog) == len(final)
+    assert catalog.get("m7", base[7].task).downloads == overrides[1].downloads
+
+
+# ---- user files ---------------------------------------------------------------------------------
+
+
+def test_user_files_add_override_and_report_bad_entries(tmp_path, no_env):
+    folder = tmp_path / "my-finetune"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    yaml_file = tmp_path / "mine.yaml"
+    yaml_file.write_text(
+        "models:\n"
+        "  - id: my-summariser\n"          # line 2: a local folder, relative to this file
+        "    task: summarization\n"
+        "    path: my-finetune\n"
+        "    description: Our own summariser.\n"
+        "  - id: acme/hosted-sum\n"        # line 6: its own endpoint
+        "    task: summarization\n"
+        "    endpoint_url: http://127.0.0.1:9/generate\n"
+        "    downloads: 5000000000\n"
+        "  - id: broken\n"                 # line 10: unknown task
+        "    task: make-coffee\n"
+        "  - {id: typo, task: summarization, endpont_url: http://x}\n"  # line 12: unknown field
+    )
+    jsonl_file = tmp_path / "more.jsonl"
+    jsonl_file.write_text(
+        '{"id": "facebook/bart-large-cnn", "task": "summarization", "endpoint_url": "https://my.server/bart"}\n'
+        "\n"
+        '{"id": "x", "task": "summarization", "downloads": -3}\n'        # line 3: bad count
+        '{"id": "y", "task": "summarization", "path": "missing-folder"}\n'  # line 4: no such folder
+        "{not json\n"                                                    # line 5
+        '{"id": "z", "task": "summarization", "endpoint_url": "ftp://nope"}\n'  # line 6
+        '{"id": "my-summariser", "task": "summarization", "likes": 7}\n'  # line 7: overrides line 2
+    )
+    catalog = load_catalog([yaml_file, jsonl_file])
+    where = sorted(p.split(": ")[0] for p in catalog.problems)
+    assert where == sorted([f"{yaml_file}:10", f"{yaml_file}:12", f"{jsonl_file}:3", f"{jsonl_file}:4",
+                            f"{jsonl_file}:5", f"{jsonl_file}:6"])
+    assert any("make-coffee" in p for p in catalog.problems)
+    assert any("endpont_url" in p for p in catalog.problems)
+
+    mine = catalog.get("my-summariser", "summarization")
+    assert mine.path == str(folder.resolve()) and mine.source == mine.path
+    assert mine.library == "transformers" and mine.local  # config.json: a transformers folder
+    assert mine.likes == 7 and mine.description == "Our own summariser."  # merged over line 2
+    hosted = catalog.get("acme/hosted-sum")
+    assert hosted.endpoint_url == "http://127.0.0.1:9/generate" and not hosted.local
+    assert catalog.candidates("summarization", k=1)[0].id == "acme/hosted-sum"  # most downloads
+    bart = catalog.get("facebook/bart-large-cnn", "summarization")
+    assert bart.endpoint_url == "https://my.server/bart"
+    assert bart.downloads > 1_000_000 and bart.local  # shipped facts kept, only the URL changed
+    assert catalog.get("broken") is None and catalog.get("x") is None
+
+
+def test_env_var_files_load_before_cli_files(tmp_path, monkeypatch):
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text('{"id": "m", "task": "translation", "downloads": 1, "description": "from env"}\n')
+    second.write_text('{"id": "m", "task": "translation", "description": "from cli"}\n')
+    monkeypatch.setenv(ENV_VAR, f"{first}{__import__('os').pathsep}{tmp_path / 'gone.yaml'}")
+    catalog = load_catalog([second])
+    m = catalog.get("m", "translation")
+    assert m.description == "from cli" and m.downloads == 1
+    assert catalog.problems == [f"{tmp_path / 'gone.yaml'}:0: cannot read the file (No such file or directory)"]
+
+
+def test_yaml_list_and_syntax_error_lines(tmp_path, no_env):
+    good = tmp_path / "list.yml"
+    good.write_text("- id: t\n  task: translation\n  languages: fr\n  local: true\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- id: a\n  task: translation\n- id: [oops\n")
+    catalog = load_catalog([good, bad], shipped=None)
+    assert catalog.get("t").languages == ("fr",) and catalog.get("t").local
+    assert len(catalog.problems) == 1 and catalog.problems[0].startswith(f"{bad}:")
+    assert len(catalog) == 1  # a file that does not parse adds nothing
+
+
+# ---- the prompt budget --------------------------------------------------------------------------
+
+
+def test_prompt_lines_fit_the_budget_and_keep_ids(shipped):
+    cards = shipped.candidates("text-to-image", k=5)
+    for budget in (40, 120, 400, 5000):
+        lines = prompt_lines(cards, max_tokens=budget)
+        assert len(lines) == 5
+        assert all(f'"{c.id}"' in line for c, line in zip(cards, lines))
+        if budget >= 120:
+            assert estimate_tokens("\n".join(lines)) <= budget
+    short = prompt_lines(cards, max_tokens=150)
+    assert any(line.endswith("...") for line in short)  # descriptions are what gets cut
+    roomy = prompt_lines(cards, max_tokens=5000)
+    assert all(c.description in line for c, line in zip(cards, roomy))
+    assert f"(downloads: {cards[0].downloads}, likes: {cards[0].likes})" in roomy[0]
+
+
+def test_prompt_lines_mark_unknown_counts():
+    lines = prompt_lines([card("x/cn", task="canny-text-to-image", counts_known=False, description="d")],
+                         max_tokens=100)
+    assert "downloads: n/a" in lines[0] and lines[0].endswith(": d")
+    assert prompt_lines([], max_tokens=100) == []
+
+
+def test_jsonl_roundtrip_of_cards(tmp_path):
+    c = card("a/b", languages=("en", "fr"), tags=("x",), size_bytes=10, counts_known=False)
+    assert ModelCard.from_json(json.loads(json.dumps(c.to_json()))) == c
