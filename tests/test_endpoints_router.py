@@ -1,0 +1,238 @@
+"""Routing between backends (local, hosted, hybrid) and the local endpoint over models_local."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fakes.hf_inference_server import FakeHFServer, loopback_only
+from hugginggpt.artifacts import Artifact
+from hugginggpt.catalog import ModelCard
+from hugginggpt.endpoints import (
+    Endpoint,
+    EndpointError,
+    HostedEndpoint,
+    LocalEndpoint,
+    ModelUnavailable,
+    RoutedEndpoint,
+    build_endpoint,
+)
+
+CARD = ModelCard(id="acme/model", task="summarization")
+
+
+class Recording(Endpoint):
+    """A backend that records what it was asked and answers, refuses or fails as told."""
+
+    def __init__(self, name: str, *, runnable: bool = True, error: Exception | None = None) -> None:
+        self.name = name
+        self.runnable = runnable
+        self.error = error
+        self.calls: list[tuple[str, Any]] = []
+
+    def can_run(self, model: ModelCard) -> bool:
+        self.calls.append(("can_run", model.id))
+        return self.runnable
+
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> list[Artifact]:
+        self.calls.append(("run", task, model.id, dict(inputs)))
+        if self.error is not None:
+            raise self.error
+        return [Artifact("text", value=f"from {self.name}")]
+
+    def runs(self) -> int:
+        return sum(c[0] == "run" for c in self.calls)
+
+
+def routed(policy: str, local: Recording, hosted: Recording) -> RoutedEndpoint:
+    return RoutedEndpoint(policy, local=local, hosted=hosted)
+
+
+def test_hybrid_runs_local_first_and_stops_there(tmp_path):
+    local, hosted = Recording("local"), Recording("hosted")
+    arts = routed("hybrid", local, hosted).run("summarization", CARD, {"text": "x"}, tmp_path)
+    assert arts == [Artifact("text", value="from local")]
+    assert local.calls[-1] == ("run", "summarization", "acme/model", {"text": "x"})
+    assert hosted.calls == []
+
+
+def test_hybrid_goes_hosted_when_local_cannot_run_the_model(tmp_path):
+    local, hosted = Recording("local", runnable=False), Recording("hosted")
+    arts = routed("hybrid", local, hosted).run("summarization", CARD, {"text": "x"}, tmp_path)
+    assert arts == [Artifact("text", value="from hosted")]
+    assert local.runs() == 0 and hosted.runs() == 1
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ModelUnavailable("too large for the budget"),
+        EndpointError("CUDA out of memory"),
+        RuntimeError("a bug"),
+    ],
+)
+def test_hybrid_falls_back_to_hosted_when_local_refuses_or_fails(tmp_path, error):
+    local, hosted = Recording("local", error=error), Recording("hosted")
+    arts = routed("hybrid", local, hosted).run("summarization", CARD, {"text": "x"}, tmp_path)
+    assert arts == [Artifact("text", value="from hosted")]
+    assert local.runs() == 1 and hosted.runs() == 1
+
+
+def test_hybrid_reports_both_failures(tmp_path):
+    local = Recording("local", error=EndpointError("out of memory"))
+    hosted = Recording("hosted", error=EndpointError("HTTP 503 loading"))
+    with pytest.raises(EndpointError) as err:
+        routed("hybrid", local, hosted).run("summarization", CARD, {"text": "x"}, tmp_path)
+    assert not isinstance(err.value, ModelUnavailable)  # it could run, it failed
+    assert str(err.value) == "local: out of memory; hosted: HTTP 503 loading"
+
+
+def test_hybrid_unavailable_when_no_backend_can_run(tmp_path):
+    local = Recording("local", runnable=False)
+    hosted = Recording("hosted", error=ModelUnavailable("HTTP 404"))
+    with pytest.raises(ModelUnavailable, match="local: cannot run acme/model; hosted: HTTP 404"):
+        routed("hybrid", local, hosted).run("summarization", CARD, {"text": "x"}, tmp_path)
+
+
+def test_local_only_never_calls_hosted(tmp_path):
+    local, hosted = Recording("local", error=EndpointError("boom")), Recording("hosted")
+    endpoint = routed("local", local, hosted)
+    with pytest.raises(EndpointError, match="local: boom"):
+        endpoint.run("summarization", CARD, {"text": "x"}, tmp_path)
+    local.runnable = False
+    assert not endpoint.can_run(CARD)
+    with pytest.raises(ModelUnavailable):
+        endpoint.run("summarization", CARD, {"text": "x"}, tmp_path)
+    assert hosted.calls == []
+
+
+def test_hosted_only_never_calls_local(tmp_path):
+    local, hosted = Recording("local"), Recording("hosted")
+    endpoint = routed("hosted", local, hosted)
+    assert endpoint.can_run(CARD)
+    assert endpoint.run("summarization", CARD, {"text": "x"}, tmp_path) == [
+        Artifact("text", value="from hosted")
+    ]
+    assert local.calls == []
+
+
+@pytest.mark.parametrize(
+    ("policy", "local_ok", "hosted_ok", "expected"),
+    [
+        ("hybrid", True, False, True),
+        ("hybrid", False, True, True),
+        ("hybrid", False, False, False),
+        ("local", False, True, False),
+        ("local", True, False, True),
+        ("hosted", True, False, False),
+        ("hosted", False, True, True),
+    ],
+)
+def test_can_run_is_any_allowed_backend(policy, local_ok, hosted_ok, expected):
+    endpoint = routed(policy, Recording("local", runnable=local_ok), Recording("hosted", runnable=hosted_ok))
+    assert endpoint.can_run(CARD) is expected
+
+
+def test_policies_and_describe():
+    assert build_endpoint("hybrid").describe().startswith("hybrid: local")
+    assert (
+        "then hosted (huggingface_hub InferenceClient, provider auto)" in build_endpoint("hybrid").describe()
+    )
+    assert [type(b) for b in build_endpoint("local").backends] == [LocalEndpoint]
+    assert [type(b) for b in build_endpoint("hosted").backends] == [HostedEndpoint]
+    assert [type(b) for b in build_endpoint().backends] == [LocalEndpoint, HostedEndpoint]
+    assert "local" not in build_endpoint("hosted").describe()
+    with pytest.raises(ValueError, match="local, hosted, hybrid"):
+        build_endpoint("cloud")
+    with pytest.raises(ValueError, match="no backend"):
+        RoutedEndpoint("local", hosted=Recording("hosted"))
+
+
+# --- the local endpoint over the real models_local runtime ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory) -> Path:
+    import torch
+
+    from tiny_text_audio import bert_classifier
+
+    folder = tmp_path_factory.mktemp("endpoint_bert")
+    torch.manual_seed(0)
+    bert_classifier(folder)
+    return folder
+
+
+def test_local_endpoint_runs_a_tiny_model_from_a_folder(tiny_bert, tmp_path):
+    card = ModelCard(id="tiny/bert-classifier", task="text-classification", path=str(tiny_bert))
+    local = LocalEndpoint()
+    assert local.can_run(card)
+    arts = local.run("text-classification", card, {"text": "the cat sat on the mat"}, tmp_path)
+    assert all(isinstance(a, Artifact) for a in arts)
+    kinds = {a.kind: a for a in arts}
+    assert set(kinds) >= {"text", "data"}
+    labels = {"negative", "neutral", "positive"}
+    assert {item["label"] for item in kinds["data"].value} == labels  # the tiny model's own label names
+    assert kinds["text"].value.split(" (")[0] in labels
+
+
+def test_local_endpoint_refuses_what_the_runtime_cannot_serve(tiny_bert, tmp_path):
+    local = LocalEndpoint()
+    huge = ModelCard(id="tiny/bert", task="text-classification", path=str(tiny_bert), size_bytes=10**15)
+    assert not local.can_run(huge)  # over any memory budget: refused without loading
+    nothing = tmp_path / "not-a-model"
+    nothing.mkdir()
+    card = ModelCard(id="tiny/empty", task="text-classification", path=str(nothing))
+    with pytest.raises(EndpointError, match="tiny/empty") as err:
+        local.run("text-classification", card, {"text": "x"}, tmp_path)
+    assert "Traceback" not in str(err.value) and len(str(err.value)) < 400
+
+
+def test_local_endpoint_maps_runtime_errors(monkeypatch, tmp_path):
+    import models_local
+
+    def unsupported(*args: Any) -> list[dict]:
+        raise models_local.RuntimeUnsupported("unknown architecture FooNet")
+
+    def broken(*args: Any) -> list[dict]:
+        raise ValueError("shape mismatch " + "x" * 1000)
+
+    seen: list[tuple] = []
+
+    def fine(task: str, model: str, inputs: dict, out_dir: Path) -> list[dict]:
+        seen.append((task, model, inputs))
+        return [{"kind": "image", "path": str(Path(out_dir) / "a.png")}, {"kind": "text", "value": "ok"}]
+
+    local = LocalEndpoint()
+    card = ModelCard(id="acme/foo", task="image-to-image", path="/models/foo")
+    monkeypatch.setattr(models_local, "run", unsupported)
+    with pytest.raises(ModelUnavailable, match="acme/foo: cannot run locally: unknown architecture FooNet"):
+        local.run("image-to-image", card, {"image": tmp_path / "in.png"}, tmp_path)
+    monkeypatch.setattr(models_local, "run", broken)
+    with pytest.raises(EndpointError, match="acme/foo failed locally: ValueError: shape mismatch") as err:
+        local.run("image-to-image", card, {"image": tmp_path / "in.png"}, tmp_path)
+    assert not isinstance(err.value, ModelUnavailable) and len(str(err.value)) < 400
+    monkeypatch.setattr(models_local, "run", fine)
+    arts = local.run("image-to-image", card, {"image": tmp_path / "in.png", "text": "red"}, tmp_path)
+    assert arts == [Artifact("image", path=tmp_path / "a.png"), Artifact("text", value="ok")]
+    # The runtime gets the card's folder and plain string arguments.
+    assert seen == [("image-to-image", "/models/foo", {"image": str(tmp_path / "in.png"), "text": "red"})]
+
+
+def test_hybrid_with_real_backends_falls_back_to_a_hosted_url(tiny_bert, tmp_path):
+    """Local refuses before loading (too large), then local cannot load the model (a summarisation
+    task on a BERT classifier folder): both times the real hosted endpoint answers from the URL."""
+    with FakeHFServer() as hf, loopback_only():
+        endpoint = build_endpoint("hybrid", timeout=5)
+        url = hf.url_for("summarization")
+        huge = ModelCard(id="acme/big", task="summarization", size_bytes=10**15, endpoint_url=url)
+        assert endpoint.run("summarization", huge, {"text": "one two three four"}, tmp_path) == [
+            Artifact("text", value="one two three")
+        ]
+        wrong = ModelCard(id="tiny/bert", task="summarization", path=str(tiny_bert), endpoint_url=url)
+        assert endpoint.run("summarization", wrong, {"text": "five six seven eight"}, tmp_path) == [
+            Artifact("text", value="five six seven")
+        ]
+        assert len(hf.calls("summarization")) == 2
