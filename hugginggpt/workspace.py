@@ -80,11 +80,11 @@ class Workspace:
         if text.lower().startswith("file:") or re.match(r"^[a-z][a-z0-9+.-]*://", text, re.I):
             raise FileRefused(f"'{name}' is not a file of this conversation")
         relative = text.lstrip("/")  # "/photo.jpg" is how HuggingGPT plans name uploads
-        if Path(text).is_absolute() and not self._inside(Path(text)):
-            raise FileRefused(f"'{name}' is outside this conversation's files")
         for candidate in (self.uploads_dir / relative, self.root / relative, Path(text)):
             if self._inside(candidate) and candidate.is_file():
                 return candidate.resolve()
+        if Path(text).is_absolute() or ".." in Path(text).parts:
+            raise FileRefused(f"'{name}' is outside this conversation's files")
         raise FileRefused(f"'{name}' is not a file of this conversation")
 
     def _inside(self, path: Path) -> bool:

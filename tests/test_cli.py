@@ -1,0 +1,77 @@
+"""The command line, run as users run it: a subprocess, the fake LLM server, a tiny local model."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fakes.llm_server import FakeLLMServer
+from tiny_text_audio import tiny  # noqa: F401  (session fixture)
+
+ROOT = Path(__file__).resolve().parent.parent
+PLAN = json.dumps({"tasks": [{"task": "text-classification", "id": 0, "dep": [-1], "args": {"text": "a good cat"}}]})
+
+
+def cli(*args, timeout=120):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "hugginggpt", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+
+
+@pytest.fixture
+def catalog_file(tiny, tmp_path):
+    path = tmp_path / "mine.jsonl"
+    card = {"id": "tiny/bert-cls", "task": "text-classification", "path": tiny("bert-classifier"),
+            "library": "transformers", "local": True, "downloads": 10**12}
+    path.write_text(json.dumps(card) + "\n")
+    return path
+
+
+def test_request_end_to_end_as_json(catalog_file, tmp_path):
+    with FakeLLMServer() as server:
+        server.script("plan", PLAN)
+        server.script("select", '{"0": {"id": "tiny/bert-cls", "reason": "my own fine-tune"}}')
+        server.script("respond", "The text is labelled.")
+        result = cli("--llm-base-url", server.url, "--llm-model", "fake", "--llm-api-key", "sk-cli-secret",
+                     "--inference", "local", "--catalog", str(catalog_file), "--workdir", str(tmp_path / "ws"),
+                     "--json", "Is this text positive? 'a good cat'")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert set(out) >= {"answer", "error", "llm_calls", "tasks"}
+    assert out["answer"] == "The text is labelled." and out["error"] is None and out["llm_calls"] == 3
+    (task,) = out["tasks"]
+    assert task["model"] == "tiny/bert-cls" and task["status"] == "done" and task["error"] is None
+    assert {o["kind"] for o in task["outputs"]} == {"text", "data"}
+    # stages were shown live on stderr, and the key never
+    for words in ("[plan] 1 task(s)", "[select] task 0 text-classification: tiny/bert-cls (my own fine-tune)",
+                  "[task 0] done", "[done] 3 LLM call(s)"):
+        assert words in result.stderr
+    assert "sk-cli-secret" not in result.stderr + result.stdout
+    assert Path(out["trace_file"]).is_file() and "sk-cli-secret" not in Path(out["trace_file"]).read_text()
+
+
+def test_plain_output_streams_the_answer_to_stdout(tmp_path):
+    with FakeLLMServer() as server:
+        server.script("plan", '{"tasks": []}').script("respond", "Hello there!")
+        result = cli("--llm-base-url", server.url, "--workdir", str(tmp_path / "ws"), "hi")
+    assert result.returncode == 0 and result.stdout == "Hello there!\n"
+    assert "[plan] no model needed" in result.stderr
+
+
+def test_failed_request_exits_1_with_the_error_in_json(tmp_path):
+    result = cli("--llm-base-url", "http://127.0.0.1:9/v1", "--workdir", str(tmp_path / "ws"), "--json", "hi")
+    assert result.returncode == 1
+    out = json.loads(result.stdout)
+    assert "could not be reached" in out["error"] and out["tasks"] == [] and out["answer"] == ""
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [([], "request"), (["--inference", "cloud", "x"], "invalid choice"), (["--file", "/no/such.png", "x"], "no such file")],
+)
+def test_bad_usage_exits_2(args, words):
+    result = cli(*args)
+    assert result.returncode == 2 and words in result.stderr
