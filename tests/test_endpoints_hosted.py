@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from fakes.hf_inference_server import FakeHFServer, Fault, loopback_only
 from PIL import Image
 
-from fakes.hf_inference_server import FakeHFServer, Fault, loopback_only
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
 from hugginggpt.endpoints import EndpointError, HostedEndpoint, ModelUnavailable, build_endpoint

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from fakes.hf_inference_server import FakeHFServer, loopback_only
+
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
 from hugginggpt.endpoints import (
@@ -156,7 +156,6 @@ def test_policies_and_describe():
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory) -> Path:
     import torch
-
     from tiny_text_audio import bert_classifier
 
     folder = tmp_path_factory.mktemp("endpoint_bert")

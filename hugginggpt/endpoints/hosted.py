@@ -28,6 +28,8 @@ from .base import Endpoint, EndpointError, ModelUnavailable
 # Hosts that belong to Hugging Face: the HF token may always be sent there. Any other endpoint
 # URL (it comes from a catalog card, which a user may have added) gets it only when allowed.
 HF_HOSTS = ("huggingface.co", "huggingface.cloud", "hf.space")
+# What huggingface_hub's provider helpers say, before any request, when they cannot serve a model.
+REFUSALS = ("not supported", "doesn't support", "No provider mapping", "must provide an api_key")
 RETRY_STATUS = {503: "the model is still loading (HTTP 503)", 429: "rate limited (HTTP 429)"}
 
 
@@ -164,7 +166,7 @@ class _Out:
 
         try:
             samples, rate = sf.read(io.BytesIO(blob), dtype="float32")
-        except Exception as exc:  # soundfile raises its own LibsndfileError
+        except (RuntimeError, TypeError) as exc:  # soundfile's LibsndfileError is a RuntimeError
             raise ValueError(f"the server sent audio that could not be decoded ({exc})") from None
         path = self.path(suffix)
         sf.write(path, samples, rate, format="WAV")
@@ -434,13 +436,9 @@ class HostedEndpoint(Endpoint):
             except (KeyError, FileNotFoundError) as exc:
                 raise EndpointError(f"{where}: missing input {_short(exc)}") from None
             except ValueError as exc:  # provider helpers refuse tasks/models they do not serve
-                error = (
-                    ModelUnavailable
-                    if "not supported" in str(exc) or "doesn't support" in str(exc)
-                    else EndpointError
-                )
-                raise error(f"{where}: {_short(exc)}") from None
-            except Exception as exc:  # connection refused, DNS, a malformed reply, ...
+                refused = any(phrase in str(exc) for phrase in REFUSALS)
+                raise (ModelUnavailable if refused else EndpointError)(f"{where}: {_short(exc)}") from None
+            except Exception as exc:  # noqa: BLE001 (connection refused, DNS, a malformed reply, ...)
                 raise EndpointError(f"{where}: {type(exc).__name__}: {_short(exc)}") from None
         raise AssertionError("unreachable")
 
@@ -451,7 +449,7 @@ class HostedEndpoint(Endpoint):
         if asked is None:
             try:
                 asked = json.loads(response.content).get("estimated_time")
-            except Exception:  # not JSON, or not an object: use the back-off
+            except (ValueError, AttributeError, RuntimeError):  # not JSON, not an object, not read
                 asked = None
         try:
             wait = float(asked) if asked is not None else wait

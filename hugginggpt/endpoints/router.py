@@ -44,7 +44,7 @@ class RoutedEndpoint(Endpoint):
                 return backend.run(task, model, inputs, out_dir)
             except EndpointError as exc:
                 errors.append((backend.name, exc))
-            except Exception as exc:  # a backend bug must not stop the fallback either
+            except Exception as exc:  # noqa: BLE001 (a backend bug must not stop the fallback either)
                 errors.append((backend.name, EndpointError(f"{type(exc).__name__}: {exc}")))
         # Every backend refused: the model is unavailable. Any real failure: report them all.
         refused = all(isinstance(e, ModelUnavailable) for _, e in errors)

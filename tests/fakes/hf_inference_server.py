@@ -91,7 +91,7 @@ def _image(raw: bytes) -> Image.Image:
     try:
         image = Image.open(io.BytesIO(raw))
         image.load()
-    except Exception as exc:
+    except (OSError, ValueError) as exc:  # PIL's UnidentifiedImageError is an OSError
         raise BadRequest(f"body is not an image: {exc}") from None
     return image
 
@@ -99,7 +99,7 @@ def _image(raw: bytes) -> Image.Image:
 def _audio(raw: bytes) -> tuple[np.ndarray, int]:
     try:
         return sf.read(io.BytesIO(raw), dtype="float32")
-    except Exception as exc:
+    except (RuntimeError, TypeError) as exc:  # soundfile's LibsndfileError is a RuntimeError
         raise BadRequest(f"body is not audio: {exc}") from None
 
 
