@@ -115,12 +115,21 @@ def t5(folder: Path) -> None:
                      pad_token_id=tok.pad_token_id, max_new_tokens=8).save_pretrained(folder)
 
 
+def _short_generation(folder: Path, tok) -> None:
+    """A generation config with a small max_new_tokens, which the handlers honour: fast tests."""
+    from transformers import GenerationConfig
+
+    GenerationConfig(bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                     max_new_tokens=16).save_pretrained(folder)
+
+
 def gpt2(folder: Path) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     tok = bpe_tokenizer(folder)
     GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=2, n_positions=256,
                                bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)).save_pretrained(folder)
+    _short_generation(folder, tok)
 
 
 def llama_chat(folder: Path) -> None:
@@ -131,6 +140,7 @@ def llama_chat(folder: Path) -> None:
                                  num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
                                  bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                                  pad_token_id=tok.pad_token_id)).save_pretrained(folder)
+    _short_generation(folder, tok)
 
 
 # ---- audio models --------------------------------------------------------------------------------

@@ -82,9 +82,11 @@ def _tokenizer(folder: str) -> Any:
     return AutoTokenizer.from_pretrained(folder)
 
 
-def _generate_kwargs(tokenizer: Any) -> dict:
+def _generate_kwargs(model: Any, tokenizer: Any) -> dict:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    return {"max_new_tokens": MAX_NEW_TOKENS, "pad_token_id": pad}
+    # a model's own max_new_tokens wins; its max_length (often the library default of 20) does not
+    limit = getattr(model.generation_config, "max_new_tokens", None) or MAX_NEW_TOKENS
+    return {"max_new_tokens": limit, "pad_token_id": pad}
 
 
 # ---- text-classification -------------------------------------------------------------------------
@@ -167,7 +169,7 @@ def _seq2seq(task: str):
         text = _task_prefix(b.model.config, task) + inputs["text"]
         enc = b.processor(text, truncation=True, max_length=_max_length(b.processor, b.model.config),
                           return_tensors="pt")
-        kwargs = _generate_kwargs(b.processor) | (_english_bos(b) if task == "translation" else {})
+        kwargs = _generate_kwargs(b.model, b.processor) | (_english_bos(b) if task == "translation" else {})
         with torch.inference_mode():
             ids = b.model.generate(**to_device(enc, b), **kwargs)
         out.text(b.processor.decode(ids[0], skip_special_tokens=True).strip())
@@ -199,7 +201,7 @@ def _generate(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     else:  # a base model continues the prompt
         enc = tok(inputs["text"], return_tensors="pt")
     with torch.inference_mode():
-        ids = b.model.generate(**to_device(enc, b), **_generate_kwargs(tok))
+        ids = b.model.generate(**to_device(enc, b), **_generate_kwargs(b.model, tok))
     prompt_len = enc["input_ids"].shape[-1]
     new = tok.decode(ids[0][prompt_len:], skip_special_tokens=True)
     out.text(new.strip() if chat else inputs["text"] + new)
