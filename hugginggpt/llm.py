@@ -237,16 +237,27 @@ class LocalChatLLM(LLM):
         tokenizer, model, inputs = self._inputs(messages)
         streamer = TextIteratorStreamer(tokenizer, skip_prompt=True, skip_special_tokens=True)
         kwargs = dict(**inputs, streamer=streamer, max_new_tokens=self.max_new_tokens, do_sample=False)
-        worker = threading.Thread(target=model.generate, kwargs=kwargs, daemon=True)
+        generated: list[Any] = []
+        failed: list[Exception] = []
+
+        def generate() -> None:
+            try:
+                generated.append(model.generate(**kwargs))
+            except Exception as e:  # reported below; ending the streamer keeps the reader from hanging
+                failed.append(e)
+                streamer.end()
+
+        worker = threading.Thread(target=generate, daemon=True)
         worker.start()
-        produced = []
         for piece in streamer:
             if piece:
-                produced.append(piece)
                 yield piece
         worker.join()
-        completion = len(tokenizer("".join(produced))["input_ids"]) if produced else 0
-        call.usage = Usage(int(inputs["input_ids"].shape[-1]), completion)
+        if failed:
+            raise LLMError(f"The local LLM {self.model} failed: {_short(str(failed[0]))}")
+        prompt_length = int(inputs["input_ids"].shape[-1])
+        completion = int(generated[0].shape[-1]) - prompt_length if generated else 0
+        call.usage = Usage(prompt_length, completion)
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -1,0 +1,38 @@
+"""The in-process controller LLM, on a tiny random-weight chat model built by the tests."""
+
+import pytest
+
+from hugginggpt.config import Settings
+from hugginggpt.factory import build_llm
+from hugginggpt.llm import LLMError, LocalChatLLM
+from hugginggpt.planner import make_plan
+from tiny_text_audio import tiny  # noqa: F401  (session fixture)
+
+MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello world"}]
+
+
+def test_no_server_configured_means_a_local_model():
+    llm = build_llm(Settings(llm_model="some/local-model"))
+    assert isinstance(llm, LocalChatLLM) and llm.describe() == "some/local-model (local transformers)"
+    assert not isinstance(build_llm(Settings(llm_base_url="http://127.0.0.1:1/v1")), LocalChatLLM)
+
+
+def test_local_model_completes_and_streams_with_token_counts(tiny):
+    llm = LocalChatLLM(tiny("llama-chat"), max_new_tokens=8)
+    text = llm.complete(MESSAGES, stage="plan", schema={"type": "object"})
+    pieces = list(llm.stream(MESSAGES, stage="respond"))
+    assert isinstance(text, str) and "".join(pieces) == llm.calls[1].reply
+    assert [c.stage for c in llm.calls] == ["plan", "respond"]
+    assert llm.calls[0].usage.prompt_tokens > 5 and llm.calls[0].usage.completion_tokens <= 8
+
+
+def test_local_model_output_goes_through_the_planner_without_crashing(tiny):
+    # Random weights write noise: the planner must end in a clear error, not a crash.
+    outcome = make_plan(LocalChatLLM(tiny("llama-chat"), max_new_tokens=6), "draw a cat", max_retries=1)
+    assert outcome.attempts == 2 and (outcome.plan is not None or outcome.error)
+
+
+def test_missing_local_model_is_a_clear_error(tmp_path):
+    llm = LocalChatLLM(str(tmp_path / "nothing-here"))
+    with pytest.raises(LLMError, match="could not be loaded"):
+        llm.complete(MESSAGES, stage="plan")
