@@ -334,7 +334,7 @@ class Runtime:
             from huggingface_hub import snapshot_download
 
             return Path(snapshot_download(model, local_files_only=True))
-        except Exception:  # not cached, or not a valid repo id
+        except (OSError, ValueError):  # not cached (LocalEntryNotFoundError), or not a valid repo id
             return None
 
     def _locate(self, model: str) -> tuple[Path, int | None]:

@@ -9,7 +9,13 @@ import soundfile as sf
 import models_local
 from hugginggpt.tasks import TASKS
 from models_local import RuntimeUnsupported
-from tests.tiny_text_audio import tiny, write_tone  # noqa: F401  (tiny is a fixture)
+from tests.tiny_text_audio import shared_tiny_models, write_tone
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    return shared_tiny_models(tmp_path_factory)
+
 
 
 def run(task, folder, inputs, out):

@@ -15,7 +15,13 @@ from models_local.handlers import HANDLERS
 from models_local.handlers.base import Handler
 from models_local.io import read_audio, read_image
 from models_local.runtime import folder_size, loaded_size
-from tests.tiny_text_audio import tiny, write_tone  # noqa: F401  (tiny is a fixture)
+from tests.tiny_text_audio import shared_tiny_models, write_tone
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    return shared_tiny_models(tmp_path_factory)
+
 
 TEXT = {"text": "the cat sat on the mat"}
 QA = {"text": "where is the cat?", "context": "the cat sat on the mat"}

@@ -2,9 +2,11 @@
 
 Each builder writes a complete model folder (config, weights, tokenizer or processor) the way a hub
 repo looks, so the runtime loads it through its real loading code. Outputs are noise: the tests
-check wiring, types and files. Import the fixtures from this module in a test module:
+check wiring, types and files. A test module declares the fixture through the shared builder:
 
-    from tests.tiny_text_audio import tiny  # noqa: F401  (pytest fixture)
+    @pytest.fixture(scope="session")
+    def tiny(tmp_path_factory):
+        return shared_tiny_models(tmp_path_factory)
 """
 
 from __future__ import annotations
@@ -16,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-WORDS = ("the a cat dog sat on mat paris is in france what where who hello world summarize translate "
-         "english german speech sound music good bad").split()
+WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "paris", "is", "in", "france", "what", "where", "who", "hello", "world", "summarize", "translate", "english", "german", "speech", "sound", "music", "good", "bad"]
 CHAT_TEMPLATE = (
     "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}</s>{% endfor %}"
     "{% if add_generation_prompt %}<s>assistant:{% endif %}"
@@ -188,8 +189,14 @@ WHISPER_SPECIAL = ("<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|transl
 
 
 def whisper(folder: Path) -> None:
-    from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor,
-                              WhisperForConditionalGeneration, WhisperProcessor, WhisperTokenizer)
+    from transformers import (
+        GenerationConfig,
+        WhisperConfig,
+        WhisperFeatureExtractor,
+        WhisperForConditionalGeneration,
+        WhisperProcessor,
+        WhisperTokenizer,
+    )
 
     bpe = bpe_tokenizer(folder / "_bpe")
     vocab = dict(bpe.get_vocab())
@@ -370,6 +377,17 @@ class TinyModels:
         return str(folder)
 
 
+_shared: TinyModels | None = None
+
+
+def shared_tiny_models(tmp_path_factory) -> TinyModels:
+    """One TinyModels per test session, whichever module asks first: each model is built once."""
+    global _shared
+    if _shared is None or not _shared.root.exists():
+        _shared = TinyModels(tmp_path_factory.mktemp("tiny_text_audio"))
+    return _shared
+
+
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory) -> TinyModels:
-    return TinyModels(tmp_path_factory.mktemp("tiny_text_audio"))
+    return shared_tiny_models(tmp_path_factory)
