@@ -120,14 +120,20 @@ def test_store_with_overlay_ranks_like_a_plain_sort(tmp_path):
     rng = random.Random(7)
     tasks = ["summarization", "translation", "text-to-image"]
     base = [card(f"m{i}", rng.choice(tasks), rng.randrange(50), rng.randrange(5)) for i in range(400)]
-    write_store(base, tmp_path / "s.jsonl")
+    odd = [card('ü-ß/"q"\\1', "translation", 3), card("日本/モデル", "translation", 2)]  # escaped as written
+    write_store(base + odd, tmp_path / "s.jsonl")
     catalog = Catalog(store=Store(tmp_path / "s.jsonl"))
     overrides = [card(f"m{i}", base[i].task, rng.randrange(50), 0) for i in range(0, 400, 7)]
     extra = [card(f"new{i}", rng.choice(tasks), rng.randrange(50)) for i in range(20)]
     for c in overrides + extra:
         catalog.add(c)
-    final = {(c.task, c.id): c for c in base + overrides + extra}
-    runnable = lambda c: int(c.id.lstrip("mnew")) % 3 != 0  # noqa: E731
+    for c in odd:
+        assert catalog.get(c.id, "translation") == c
+    catalog.add(card(odd[0].id, "translation", 10**6))
+    assert catalog.candidates("translation", k=1)[0].id == odd[0].id
+    final = {(c.task, c.id): c for c in base + odd[1:] + overrides + extra}
+    final[("translation", odd[0].id)] = card(odd[0].id, "translation", 10**6)
+    runnable = lambda c: hash(c.id) % 3 != 0  # noqa: E731
     for task in tasks:
         expected = sorted((c for c in final.values() if c.task == task), key=lambda c: c.rank_key)
         got = list(catalog.ranked(task))
@@ -241,3 +247,24 @@ def test_prompt_lines_mark_unknown_counts():
 def test_jsonl_roundtrip_of_cards(tmp_path):
     c = card("a/b", languages=("en", "fr"), tags=("x",), size_bytes=10, counts_known=False)
     assert ModelCard.from_json(json.loads(json.dumps(c.to_json()))) == c
+
+
+# ---- the command line ---------------------------------------------------------------------------
+
+
+def test_list_and_show_commands(tmp_path, capsys, no_env):
+    from hugginggpt.catalog.__main__ import main
+
+    user = tmp_path / "u.jsonl"
+    user.write_text('{"id": "me/sum", "task": "summarization", "downloads": 999999999}\n{"id": 1}\n')
+    assert main(["list", "--catalog", str(user), "--task", "summarization", "-k", "2"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[0] == "summarization:" and lines[1].startswith('  - "me/sum" (downloads: 999999999')
+    assert len(lines) == 3 and f"{user}:2:" in err
+    assert main(["list"]) == 0
+    out, _ = capsys.readouterr()
+    assert len(out.splitlines()) == len(TASKS) and "canny-control" in out
+    assert main(["show", "gpt2"]) == 0
+    assert json.loads(capsys.readouterr().out)["task"] == "text-generation"
+    assert main(["show", "no/such-model"]) == 1

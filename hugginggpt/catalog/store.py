@@ -26,18 +26,32 @@ class Catalog:
         self._store = store
         self._overlay: dict[str, dict[str, ModelCard]] = {}
         self._sorted: dict[str, list[ModelCard]] = {}
+        # User entries not yet merged, per task: merged on the task's first use, so that opening
+        # the catalog with a large user file costs nothing for the tasks a run never asks about.
+        self._pending: dict[str, list[Entry]] = {}
         self.problems: list[str] = []  # "file:line: message" for user entries that were skipped
         for card in cards:
             self.add(card)
 
     def add(self, card: ModelCard) -> None:
         """Add `card`, replacing any card with the same task and id."""
+        self._merge(card.task)
         self._overlay.setdefault(card.task, {})[card.id] = card
         self._sorted.pop(card.task, None)
+
+    def _merge(self, task: str) -> None:
+        for entry in self._pending.pop(task, ()):
+            model_id = entry.fields["id"]
+            earlier = self._overlay.get(task, {}).get(model_id)
+            if earlier is None and self._store is not None:
+                earlier = self._store.find(task, model_id)
+            self._overlay.setdefault(task, {})[model_id] = card_from_entry(entry.fields, earlier)
+            self._sorted.pop(task, None)
 
     def get(self, model_id: str, task: str | None = None) -> ModelCard | None:
         """The card for `model_id` (in `task`, or in any task when None)."""
         for t in [task] if task else self.tasks():
+            self._merge(t)
             card = self._overlay.get(t, {}).get(model_id)
             if card is None and self._store is not None:
                 card = self._store.find(t, model_id)
@@ -46,13 +60,14 @@ class Catalog:
         return None
 
     def tasks(self) -> list[str]:
-        names = set(self._overlay)
+        names = set(self._overlay) | set(self._pending)
         if self._store is not None:
             names.update(self._store.tasks())
         return sorted(names)
 
     def ranked(self, task: str) -> Iterator[ModelCard]:
         """Every card for `task`, most downloaded first, then most liked."""
+        self._merge(task)
         overlay = self._overlay.get(task, {})
         if task not in self._sorted:
             self._sorted[task] = sorted(overlay.values(), key=lambda c: c.rank_key)
@@ -78,6 +93,8 @@ class Catalog:
             yield from self.ranked(task)
 
     def __len__(self) -> int:
+        for task in list(self._pending):
+            self._merge(task)
         total = self._store.count if self._store is not None else 0
         for task, cards in self._overlay.items():
             if self._store is None:
@@ -89,9 +106,7 @@ class Catalog:
     def apply(self, entries: Iterable[Entry]) -> None:
         """Merge user entries: a known (task, id) is updated field by field, a new one is added."""
         for entry in entries:
-            task, model_id = entry.key
-            earlier = self.get(model_id, task)
-            self.add(card_from_entry(entry.fields, earlier))
+            self._pending.setdefault(entry.key[0], []).append(entry)
 
 
 def card_from_entry(fields: dict, earlier: ModelCard | None) -> ModelCard:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import mmap
+import re
+import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -26,24 +28,40 @@ def write_store(cards: Iterable[ModelCard], path: Path) -> int:
     by_task: dict[str, dict[str, ModelCard]] = {}
     for card in cards:
         by_task.setdefault(card.task, {})[card.id] = card
-    body: list[bytes] = []
-    index: dict[str, list[int]] = {}
-    offset = 0
-    for task in sorted(by_task):
-        start = offset
-        ranked = sorted(by_task[task].values(), key=lambda c: c.rank_key)
-        for card in ranked:
-            line = json.dumps(card.to_json(), ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-            body.append(line)
-            offset += len(line)
-        index[task] = [start, offset, len(ranked)]
-    count = sum(n for _, _, n in index.values())
-    header = {"format": FORMAT, "version": VERSION, "count": count, "tasks": index}
+    ranked = ((task, sorted(by_task[task].values(), key=lambda c: c.rank_key)) for task in sorted(by_task))
+    return write_ranked(ranked, path)
+
+
+def write_ranked(groups: Iterable[tuple[str, Iterable[ModelCard]]], path: Path) -> int:
+    """Write cards given task by task, each task's cards already ranked; streams, so a catalog of
+    any size is written without holding it in memory. Raises ValueError on an unranked task."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(json.dumps(header, separators=(",", ":")).encode() + b"\n")
-        f.writelines(body)
+    body_path = path.with_name(path.name + ".body")
+    index: dict[str, list[int]] = {}
+    offset = 0
+    with open(body_path, "wb") as body:
+        for task, cards in groups:
+            if task in index:
+                raise ValueError(f"task {task!r} given twice")
+            start, n, last = offset, 0, None
+            for card in cards:
+                if card.task != task:
+                    raise ValueError(f"{card.id}: task {card.task!r} in the rows of {task!r}")
+                if last is not None and card.rank_key < last:
+                    raise ValueError(f"{task}: rows are not ranked at {card.id}")
+                last = card.rank_key
+                line = json.dumps(card.to_json(), ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+                body.write(line)
+                offset += len(line)
+                n += 1
+            index[task] = [start, offset, n]
+    count = sum(n for _, _, n in index.values())
+    header = {"format": FORMAT, "version": VERSION, "count": count, "tasks": index}
+    with open(path, "wb") as out, open(body_path, "rb") as body:
+        out.write(json.dumps(header, separators=(",", ":")).encode() + b"\n")
+        shutil.copyfileobj(body, out, 1 << 20)
+    body_path.unlink()
     return count
 
 
@@ -64,6 +82,8 @@ class Store:
         # Rows already parsed, per task: a prefix of the ranked list, and where parsing stopped.
         self._parsed: dict[str, list[ModelCard]] = {}
         self._next: dict[str, int] = {}
+        # Per task, built on first lookup: the id's JSON string (as written) -> the row's offset.
+        self._ids: dict[str, dict[bytes, int]] = {}
 
     def tasks(self) -> list[str]:
         return list(self._index)
@@ -93,11 +113,26 @@ class Store:
             self._next[task] = stop + 1 - self._base
 
     def find(self, task: str, model_id: str) -> ModelCard | None:
-        """The card for `model_id` in `task` (a scan of that task's rows)."""
+        """The card for `model_id` in `task`: one dict lookup once the task's id index is built."""
         if task not in self._index:
             return None
+        if task not in self._ids:
+            self._ids[task] = self._scan_ids(task)
+        offset = self._ids[task].get(json.dumps(model_id, ensure_ascii=False).encode())
+        if offset is None:
+            return None
+        stop = self._map.find(b"\n", offset)
+        return ModelCard.from_json(json.loads(self._map[offset: stop if stop >= 0 else len(self._map)]))
+
+    def _scan_ids(self, task: str) -> dict[bytes, int]:
+        """Rows start {"id":<id>,"task":... (write_ranked writes the id first): slice each row's
+        id out as written, no JSON parsing; ids are compared in the same encoding."""
         start, end, _ = self._index[task]
-        needle = json.dumps(model_id, ensure_ascii=False).encode()
-        if self._map.find(needle, self._base + start, self._base + end) < 0:
-            return None  # fast negative: the id's JSON string is nowhere in the task's rows
-        return next((c for c in self.ranked(task) if c.id == model_id), None)
+        offset = self._base + start
+        ids: dict[bytes, int] = {}
+        for row in self._map[offset: self._base + end].split(b"\n"):
+            cut = row.find(b',"task":')
+            if row.startswith(b'{"id":') and cut > 0:
+                ids[row[6:cut]] = offset
+            offset += len(row) + 1
+        return ids
