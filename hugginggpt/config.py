@@ -74,6 +74,8 @@ def load_settings(config_file: str | Path | None = None, environ: dict[str, str]
     values.setdefault("llm_api_key", env.get("OPENAI_API_KEY"))
     values.setdefault("hf_token", env.get("HF_TOKEN"))
     for f in fields(Settings):
+        if f.name == "catalog_paths":
+            continue  # HUGGINGGPT_CATALOG is read by the catalog itself
         raw = env.get(f"HUGGINGGPT_{f.name.upper()}")
         if raw is not None:
             values[f.name] = raw

@@ -1,0 +1,38 @@
+"""Settings: defaults, YAML file, environment, explicit overrides, in that order."""
+
+import pytest
+
+from hugginggpt.config import Settings, load_settings
+
+
+def test_defaults_without_anything():
+    s = load_settings(environ={})
+    assert s == Settings() and not s.uses_server and s.inference == "hybrid" and s.top_k == 5
+
+
+def test_file_then_environment_then_overrides(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("llm_base_url: http://file/v1\ntop_k: 3\nallow_urls: true\ncatalog_paths: [a.jsonl]\n")
+    env = {"HUGGINGGPT_CONFIG": str(config), "HUGGINGGPT_TOP_K": "7", "OPENAI_API_KEY": "sk-env"}
+    s = load_settings(environ=env)
+    assert (s.llm_base_url, s.top_k, s.allow_urls, s.catalog_paths, s.llm_api_key) == (
+        "http://file/v1", 7, True, ("a.jsonl",), "sk-env")
+    assert s.with_overrides(top_k=2, llm_model=None).top_k == 2 and s.with_overrides(llm_model=None).llm_model is None
+    assert "sk-env" not in repr(s)
+
+
+@pytest.mark.parametrize("env, words", [
+    ({"HUGGINGGPT_INFERENCE": "cloud"}, "inference must be one of"),
+    ({"HUGGINGGPT_TOP_K": "0"}, "at least 1"),
+    ({"HUGGINGGPT_TOP_K": "many"}, "invalid literal"),
+])
+def test_bad_values_are_clear_errors(env, words):
+    with pytest.raises(ValueError, match=words):
+        load_settings(environ=env)
+
+
+def test_unknown_keys_in_the_file_are_refused(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("top_kk: 3\n")
+    with pytest.raises(ValueError, match="unknown settings: top_kk"):
+        load_settings(config, environ={})
