@@ -49,7 +49,14 @@ def test_both_layouts_load_the_same_samples(dataset):
     assert [s.layout for s in dataset.samples] == ["2023"] * 8
     assert [s.layout for s in layout_2024.samples] == ["2024"] * 8
     for a, b in zip(dataset.samples, layout_2024.samples, strict=True):
-        assert (a.id, a.request, a.shape, a.nodes, a.links, a.steps) == (b.id, b.request, b.shape, b.nodes, b.links, b.steps)
+        assert (a.id, a.request, a.shape, a.nodes, a.links, a.steps) == (
+            b.id,
+            b.request,
+            b.shape,
+            b.nodes,
+            b.links,
+            b.steps,
+        )
     first = dataset.samples[0]
     assert (first.id, first.shape, first.n_tools) == ("10000001", "single", 1)
     assert first.nodes == [n("Image Classification", "example.jpg")]
@@ -61,9 +68,14 @@ def test_both_layouts_load_the_same_samples(dataset):
 
 def test_irregular_gold_records_are_normalised():
     record = {
-        "id": 5, "instruction": "x",
-        "tool_nodes": json.dumps([{"task": "Translation", "arguments": [{"name": "text", "value": "hello"}]},
-                                  {"task": "Summarization", "arguments": "<node-0>", "output": ["text"]}]),
+        "id": 5,
+        "instruction": "x",
+        "tool_nodes": json.dumps(
+            [
+                {"task": "Translation", "arguments": [{"name": "text", "value": "hello"}]},
+                {"task": "Summarization", "arguments": "<node-0>", "output": ["text"]},
+            ]
+        ),
         "tool_links": json.dumps([{"source": "Translation", "target": "Summarization"}]),
     }
     sample = parse_gold(record)
@@ -96,11 +108,23 @@ def test_mapping_covers_every_taskbench_tool(dataset):
 
 
 def test_our_plan_becomes_taskbench_nodes():
-    plan = Plan([
-        Task(id=3, task="text-to-image", args={"text": "a red fox"}),
-        Task(id=7, task="visual-question-answering", dep=[3], args={"text": "How many foxes?", "image": "<resource>-3"}),
-        Task(id=9, task="text-classification", dep=[7], args={"text": "about <resource>-7 and <resource>-4"}),
-    ])
+    plan = Plan(
+        [
+            Task(id=3, task="text-to-image", args={"text": "a red fox"}),
+            Task(
+                id=7,
+                task="visual-question-answering",
+                dep=[3],
+                args={"text": "How many foxes?", "image": "<resource>-3"},
+            ),
+            Task(
+                id=9,
+                task="text-classification",
+                dep=[7],
+                args={"text": "about <resource>-7 and <resource>-4"},
+            ),
+        ]
+    )
     nodes = plan_to_taskbench(plan)
     assert nodes == [
         n("Text-to-Image", "a red fox"),
@@ -119,7 +143,17 @@ def test_our_plan_becomes_taskbench_nodes():
 
 def test_gold_against_gold_is_perfect_on_every_metric(dataset):
     table = evaluate_groups([score_sample(s, s.nodes, dataset.tools) for s in dataset.samples], dataset.tools)
-    assert set(table) == {"overall", "single", "chain", "dag", "tools=1", "tools=2", "tools=3", "tools=4", "answered"}
+    assert set(table) == {
+        "overall",
+        "single",
+        "chain",
+        "dag",
+        "tools=1",
+        "tools=2",
+        "tools=3",
+        "tools=4",
+        "answered",
+    }
     for group, figures in table.items():
         for key in QUALITY:
             value = figures[key]
@@ -133,8 +167,10 @@ def test_gold_against_gold_is_perfect_on_every_metric(dataset):
 
 
 def test_gold_through_our_plan_format_and_back_is_perfect(dataset):
-    scores = [score_sample(s, plan_to_taskbench(taskbench_to_plan(s.nodes, dataset.tools)), dataset.tools)
-              for s in dataset.samples]
+    scores = [
+        score_sample(s, plan_to_taskbench(taskbench_to_plan(s.nodes, dataset.tools)), dataset.tools)
+        for s in dataset.samples
+    ]
     overall = aggregate(scores, dataset.tools)
     for key in QUALITY:
         assert overall[key] == (0.0 if key in DISTANCES else 1.0), key
@@ -160,8 +196,12 @@ def test_missing_node(dataset, gold):
 
 
 def test_extra_node(dataset, gold):
-    pred = [n("Text-to-Image", LIGHTHOUSE), n("Image-to-Text", "<node-0>"), n("Text-to-Speech", "<node-1>"),
-            n("Translation", "<node-1>")]
+    pred = [
+        n("Text-to-Image", LIGHTHOUSE),
+        n("Image-to-Text", "<node-0>"),
+        n("Text-to-Speech", "<node-1>"),
+        n("Translation", "<node-1>"),
+    ]
     m = scored(gold["10000005"], pred, dataset.tools)
     assert m["node_f1"] == pytest.approx(6 / 7)  # tp 3, fp 1
     assert m["edge_f1"] == pytest.approx(0.8)  # tp 2, fp 1 (I2T -> Translation)
@@ -184,7 +224,11 @@ def test_wrong_edge(dataset, gold):
 
 
 def test_wrong_argument(dataset, gold):
-    pred = [n("Text-to-Image", "a lighthouse at night"), n("Image-to-Text", "<node-0>"), n("Text-to-Speech", "<node-1>")]
+    pred = [
+        n("Text-to-Image", "a lighthouse at night"),
+        n("Image-to-Text", "<node-0>"),
+        n("Text-to-Speech", "<node-1>"),
+    ]
     m = scored(gold["10000005"], pred, dataset.tools)
     assert (m["node_f1"], m["edge_f1"], m["arg_t_f1"]) == (1.0, 1.0, 1.0)
     assert m["arg_v_f1"] == pytest.approx(2 / 3)  # tp 2, fp 1, fn 1
@@ -193,7 +237,10 @@ def test_wrong_argument(dataset, gold):
 
 def test_reordered_sequence(dataset, gold):
     # Gold 10000004: ASR(example.wav) -> Summarization(<node-0>); tool ids 20 and 3.
-    same_graph_other_listing = [n("Summarization", "<node-1>"), n("Automatic Speech Recognition", "example.wav")]
+    same_graph_other_listing = [
+        n("Summarization", "<node-1>"),
+        n("Automatic Speech Recognition", "example.wav"),
+    ]
     m = scored(gold["10000004"], same_graph_other_listing, dataset.tools)
     assert (m["node_f1"], m["edge_f1"], m["arg_t_f1"], m["arg_v_f1"]) == (1.0, 1.0, 1.0, 1.0)
     assert m["ned"] == pytest.approx(0.5)  # TaskBench's is list order: [3, 20] vs [20, 3], ratio 2/4
@@ -224,8 +271,9 @@ def test_self_reference_is_dropped(dataset, gold):
 
 
 def test_pooled_and_per_sample_and_missing_predictions(dataset, gold):
-    partial = score_sample(gold["10000005"], [n("Text-to-Image", LIGHTHOUSE), n("Image-to-Text", "<node-0>")],
-                           dataset.tools)
+    partial = score_sample(
+        gold["10000005"], [n("Text-to-Image", LIGHTHOUSE), n("Image-to-Text", "<node-0>")], dataset.tools
+    )
     missing = score_sample(gold["10000001"], None, dataset.tools)  # no prediction: an empty plan
     assert not missing.predicted
     table = evaluate_groups([partial, missing], dataset.tools)

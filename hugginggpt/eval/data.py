@@ -113,7 +113,9 @@ def find_gold(folder: Path) -> Path:
         first = next(iter(read_records(path, limit=1)), None)
         if isinstance(first, dict) and ("task_nodes" in first or "tool_nodes" in first):
             return path
-    raise DataError(f"no gold file in {folder} (looked for {', '.join(GOLD_NAMES)} and *.jsonl with task_nodes)")
+    raise DataError(
+        f"no gold file in {folder} (looked for {', '.join(GOLD_NAMES)} and *.jsonl with task_nodes)"
+    )
 
 
 def load_gold(path: Path) -> list[GoldSample]:
@@ -133,7 +135,12 @@ def load_gold(path: Path) -> list[GoldSample]:
 
 def parse_gold(record: dict[str, Any]) -> GoldSample:
     if "task_nodes" in record:
-        layout, nodes, links, steps = "2023", record["task_nodes"], record.get("task_links"), record.get("task_steps")
+        layout, nodes, links, steps = (
+            "2023",
+            record["task_nodes"],
+            record.get("task_links"),
+            record.get("task_steps"),
+        )
         request = record.get("user_request", "")
     elif "tool_nodes" in record:
         layout = "2024"
@@ -196,7 +203,9 @@ def infer_shape(nodes: list[dict[str, Any]]) -> str:
 
 
 def load_requests(path: Path) -> dict[str, str]:
-    return {str(r["id"]): str(r.get("user_request") or r.get("instruction") or "") for r in read_records(path)}
+    return {
+        str(r["id"]): str(r.get("user_request") or r.get("instruction") or "") for r in read_records(path)
+    }
 
 
 def read_records(path: Path, *, limit: int | None = None) -> list[dict[str, Any]]:

@@ -31,7 +31,9 @@ from .metrics import RunStats
 PREDICTIONS = "predictions.jsonl"
 RUN_INFO = "run.json"
 # Media file names a request mentions ("example.jpg"): offered to the planner as the user's files.
-_MENTIONED = re.compile(r"[\w\-./]*\w\.(?:jpe?g|png|gif|bmp|webp|tiff?|wav|flac|mp3|ogg|m4a|mp4|webm|mov|avi)\b", re.I)
+_MENTIONED = re.compile(
+    r"[\w\-./]*\w\.(?:jpe?g|png|gif|bmp|webp|tiff?|wav|flac|mp3|ogg|m4a|mp4|webm|mov|avi)\b", re.IGNORECASE
+)
 
 
 class RunMismatch(RuntimeError):
@@ -50,8 +52,14 @@ class RunSettings:
 
     def identity(self, data: Path) -> dict[str, Any]:
         """What must match for a rerun to resume into the same folder. Never the key."""
-        return {"data": str(Path(data).resolve()), "model": self.model, "base_url": self.base_url,
-                "shots": self.shots, "max_retries": self.max_retries, "offer_files": self.offer_files}
+        return {
+            "data": str(Path(data).resolve()),
+            "model": self.model,
+            "base_url": self.base_url,
+            "shots": self.shots,
+            "max_retries": self.max_retries,
+            "offer_files": self.offer_files,
+        }
 
 
 @dataclass
@@ -91,7 +99,9 @@ def predict_one(llm: LLM, sample: GoldSample, settings: RunSettings) -> dict[str
     files = mentioned_files(sample.request) if settings.offer_files else []
     llm.calls.clear()  # the LLM keeps every call; one request's worth is enough here
     started = time.perf_counter()
-    outcome = make_plan(llm, sample.request, files=files, shots=settings.shots, max_retries=settings.max_retries)
+    outcome = make_plan(
+        llm, sample.request, files=files, shots=settings.shots, max_retries=settings.max_retries
+    )
     seconds = time.perf_counter() - started
     names = _attempted_names(outcome.replies)
     record: dict[str, Any] = {
@@ -103,7 +113,10 @@ def predict_one(llm: LLM, sample: GoldSample, settings: RunSettings) -> dict[str
         "attempts": outcome.attempts,
         "problems": outcome.problems,
         "replies": outcome.replies,
-        "usage": {"prompt_tokens": outcome.usage.prompt_tokens, "completion_tokens": outcome.usage.completion_tokens},
+        "usage": {
+            "prompt_tokens": outcome.usage.prompt_tokens,
+            "completion_tokens": outcome.usage.completion_tokens,
+        },
         "seconds": round(seconds, 3),
         "task_names": names,
         "hallucinated": [n for n in names if task_types.get(n) is None],
@@ -227,4 +240,3 @@ def _progress(*, total: int, initial: int, enabled: bool) -> Any:
     from tqdm import tqdm
 
     return tqdm(total=total, initial=initial, unit="req", desc="planning", dynamic_ncols=True)
-

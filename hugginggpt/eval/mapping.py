@@ -60,4 +60,6 @@ def to_taskbench(task: str, args: Mapping[str, str] | None = None) -> str | None
 
 def unmapped_project_tasks() -> list[str]:
     """Project task types TaskBench has no tool for (ControlNet, text-classification, ...)."""
-    return [name for name in task_types.TASKS if name != "image-to-image" and name not in _PROJECT_TO_TASKBENCH]
+    return [
+        name for name in task_types.TASKS if name != "image-to-image" and name not in _PROJECT_TO_TASKBENCH
+    ]

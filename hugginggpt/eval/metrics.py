@@ -365,4 +365,3 @@ def format_value(key: str, value: Any) -> str:
     if key in ("retries_mean", "calls_mean", "seconds_mean"):
         return f"{value:.2f}"
     return f"{value:.3f}"
-

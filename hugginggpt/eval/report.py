@@ -48,18 +48,25 @@ def write_report(result: dict[str, Any], out: Path) -> Path:
     shapes = [g for g in (*SHAPE_GROUPS, "answered") if g in table]
     by_tools = sorted((g for g in table if g.startswith("tools=")), key=lambda g: int(g.split("=")[1]))
     charts = []
-    if plot_groups(table, [g for g in SHAPE_GROUPS if g in table], out / "metrics_by_shape.png",
-                   title=f"{meta['label']}: by task shape"):
+    if plot_groups(
+        table,
+        [g for g in SHAPE_GROUPS if g in table],
+        out / "metrics_by_shape.png",
+        title=f"{meta['label']}: by task shape",
+    ):
         charts.append("metrics_by_shape.png")
-    if by_tools and plot_groups(table, by_tools, out / "metrics_by_tools.png",
-                                title=f"{meta['label']}: by number of tools"):
+    if by_tools and plot_groups(
+        table, by_tools, out / "metrics_by_tools.png", title=f"{meta['label']}: by number of tools"
+    ):
         charts.append("metrics_by_tools.png")
     lines = [
         f"# Planning evaluation: {meta['label']}",
         "",
-        f"Data: `{meta['data']}`; {meta['samples']} samples, {meta['with_record']} with a prediction record, "
-        f"{table['overall']['predicted']} with a valid plan; "
-        f"{meta['samples'] - table['overall']['predicted']} scored as an empty plan (missing prediction).",
+        (
+            f"Data: `{meta['data']}`; {meta['samples']} samples, {meta['with_record']} with a prediction record, "
+            f"{table['overall']['predicted']} with a valid plan; "
+            f"{meta['samples'] - table['overall']['predicted']} scored as an empty plan (missing prediction)."
+        ),
         "",
         "## By task shape",
         "",
@@ -75,8 +82,13 @@ def write_report(result: dict[str, Any], out: Path) -> Path:
     return path
 
 
-def metric_table(table: dict[str, dict[str, Any]], columns: Sequence[str],
-                 headers: Sequence[str] | None = None, *, bold_best: bool = False) -> list[str]:
+def metric_table(
+    table: dict[str, dict[str, Any]],
+    columns: Sequence[str],
+    headers: Sequence[str] | None = None,
+    *,
+    bold_best: bool = False,
+) -> list[str]:
     headers = list(headers or columns)
     rows = [
         "| metric | " + " | ".join(headers) + " |",
@@ -101,8 +113,14 @@ def _bold_best(key: str, values: list[Any], cells: list[str]) -> list[str]:
     return [f"**{c}**" if v == best else c for v, c in zip(values, cells, strict=True)]
 
 
-def plot_groups(table: dict[str, dict[str, Any]], series: Sequence[str], path: Path, *, title: str,
-                labels: Sequence[str] | None = None) -> bool:
+def plot_groups(
+    table: dict[str, dict[str, Any]],
+    series: Sequence[str],
+    path: Path,
+    *,
+    title: str,
+    labels: Sequence[str] | None = None,
+) -> bool:
     """Grouped bars: one cluster per metric, one bar per series. False when there is nothing to draw."""
     metrics = [(k, name) for k, name in CHART_METRICS if any(table[s].get(k) is not None for s in series)]
     if not metrics or not series:
@@ -114,21 +132,25 @@ def plot_groups(table: dict[str, dict[str, Any]], series: Sequence[str], path: P
 
     labels = list(labels or series)
     width = 0.8 / len(series)
-    fig, ax = plt.subplots(figsize=(max(8.0, 1.1 * len(metrics) * max(1, len(series)) ** 0.5), 4.5))
+    fig, ax = plt.subplots(figsize=(min(16.0, max(7.0, 0.3 * len(metrics) * len(series) + 2)), 4.8))
     for i, (group, label) in enumerate(zip(series, labels, strict=True)):
         xs = [m + (i - (len(series) - 1) / 2) * width for m in range(len(metrics))]
-        ys = [table[group].get(k) or 0.0 for k, _ in metrics]
+        ys = [_or_nan(table[group].get(k)) for k, _ in metrics]  # no bar where there is no figure
         ax.bar(xs, ys, width=width, label=label)
     ax.set_xticks(range(len(metrics)), [name for _, name in metrics], rotation=20, ha="right")
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("score (↓: lower is better)")
     ax.set_title(title)
-    ax.legend(fontsize="small", ncols=min(4, len(series)))
+    ax.legend(fontsize="small", ncols=min(6, len(series)), loc="upper center", bbox_to_anchor=(0.5, -0.22))
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else value
 
 
 def compare_runs(run_dirs: Sequence[Path], out: Path) -> Path:
@@ -142,15 +164,19 @@ def compare_runs(run_dirs: Sequence[Path], out: Path) -> Path:
     for label, d, r in zip(labels, run_dirs, results, strict=True):
         lines.append(f"- **{label}**: `{d}`, {r['meta']['samples']} samples, data `{r['meta']['data']}`")
     if len({r["meta"]["data"] for r in results}) > 1 or len({r["meta"]["samples"] for r in results}) > 1:
-        lines += ["", "**Warning: the runs were scored on different data; their figures are not comparable.**"]
+        lines += [
+            "",
+            "**Warning: the runs were scored on different data; their figures are not comparable.**",
+        ]
     for group in (*SHAPE_GROUPS, "answered"):
         if not all(group in r["groups"] for r in results):
             continue
         # One table whose columns are the runs: key each run's figures by its label.
         table = {label: r["groups"][group] for label, r in zip(labels, results, strict=True)}
         lines += ["", f"## {group}", "", *metric_table(table, labels, bold_best=True)]
-        if group != "answered" and plot_groups(table, labels, out / f"compare_{group}.png",
-                                               title=f"{group}: runs compared"):
+        if group != "answered" and plot_groups(
+            table, labels, out / f"compare_{group}.png", title=f"{group}: runs compared"
+        ):
             lines += ["", f"![compare_{group}](compare_{group}.png)"]
     lines += ["", "## How to read it", "", NOTES]
     path = out / "compare.md"

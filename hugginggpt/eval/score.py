@@ -13,7 +13,9 @@ from .metrics import SampleScore, evaluate_groups, score_sample
 METRICS_FILE = "metrics.json"
 
 
-def score_records(dataset: Dataset, samples: list[GoldSample], records: dict[str, dict[str, Any]]) -> list[SampleScore]:
+def score_records(
+    dataset: Dataset, samples: list[GoldSample], records: dict[str, dict[str, Any]]
+) -> list[SampleScore]:
     """A sample without a record, or whose record has no valid plan, scores as an empty plan."""
     return [
         score_sample(s, predicted_nodes(records.get(s.id)), dataset.tools, run_stats(records.get(s.id)))
@@ -21,7 +23,9 @@ def score_records(dataset: Dataset, samples: list[GoldSample], records: dict[str
     ]
 
 
-def score_run(dataset: Dataset, samples: list[GoldSample], out: Path, *, label: str | None = None) -> dict[str, Any]:
+def score_run(
+    dataset: Dataset, samples: list[GoldSample], out: Path, *, label: str | None = None
+) -> dict[str, Any]:
     """Score `out/predictions.jsonl`, write `out/metrics.json`, and return what was written."""
     records = read_predictions(out / PREDICTIONS)
     scores = score_records(dataset, samples, records)
