@@ -206,3 +206,18 @@ def test_stream_of_finished_tasks_carries_their_files(server, photo, tmp_path):
     finished = [e for e in events if isinstance(e, TaskFinished)]
     image = next(a for a in finished[0].outputs if a.kind == "image")
     assert image.path.is_file() and ws.root in image.path.parents
+
+
+def test_url_arguments_are_refused_when_fetching_is_off_and_guarded_when_on(server, tmp_path):
+    plan = json.dumps({"tasks": [{"task": "image-to-text", "id": 0, "dep": [-1],
+                                  "args": {"image": "http://127.0.0.1:9/cat.png"}}]})
+    server.script("plan", plan)
+    _, done, _ = run(pipeline(server), "caption this URL", tmp_path)
+    assert "fetching URLs is turned off" in done.error
+
+    server.reset()
+    server.script("plan", plan).script("respond", "could not fetch")
+    endpoint = FakeEndpoint()
+    _, done, _ = run(pipeline(server, endpoint, allow_urls=True), "caption this URL", tmp_path)
+    assert done.trace["tasks"][0]["status"] == "failed" and "private or local" in done.trace["tasks"][0]["error"]
+    assert endpoint.calls == []
