@@ -11,25 +11,17 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+from ..cli import add_llm_arguments, settings_from_args
+from ..config import Settings
+from ..llm import LLM
 from .data import DataError, load_dataset
 from .harness import RunMismatch, RunSettings, run_predictions
 from .report import compare_runs, write_report
 from .score import score_run
-
-
-def add_llm_flags(parser: argparse.ArgumentParser) -> None:
-    try:  # the main CLI's flags, where it offers them
-        from ..cli import add_llm_arguments
-    except ImportError:
-        add_llm_arguments = None
-    if add_llm_arguments is not None:
-        add_llm_arguments(parser)
-        return
-    parser.add_argument("--llm-base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
-    parser.add_argument("--llm-model", help="model name the server knows")
-    parser.add_argument("--llm-api-key", help="API key (default: HUGGINGGPT_LLM_API_KEY or OPENAI_API_KEY)")
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -45,7 +37,7 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, help="only the first N samples of the gold file")
     p.add_argument("--shots", type=int, help="few-shot demos in the planning prompt (default: all)")
     p.add_argument("--out", type=Path, help="run folder (default: runs/eval/<model>-<shots>shots)")
-    p.add_argument("--max-retries", type=int, default=2, help="self-correction retries per request")
+    p.add_argument("--max-retries", type=int, help="self-correction retries per request (default: 2)")
     p.add_argument("--workers", type=int, default=1, help="requests in flight at once (server LLMs only)")
     p.add_argument(
         "--no-files",
@@ -53,7 +45,7 @@ def run_parser() -> argparse.ArgumentParser:
         help="do not list the media files a request mentions (example.jpg) as its uploads",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_llm_flags(p)
+    add_llm_arguments(p)
     return p
 
 
@@ -76,47 +68,44 @@ def compare_parser() -> argparse.ArgumentParser:
     return p
 
 
-def make_llm_factory(args: argparse.Namespace):
-    from ..config import load_settings
-    from ..llm import LocalChatLLM, OpenAICompatibleLLM
+@dataclass
+class LLMChoice:
+    make: Callable[[], LLM]  # called once per worker thread
+    model: str
+    base_url: str | None
+    server: bool
+    settings: Settings
 
-    settings = load_settings().with_overrides(
-        llm_base_url=args.llm_base_url, llm_model=args.llm_model, llm_api_key=args.llm_api_key
-    )
+
+def choose_llm(args: argparse.Namespace) -> LLMChoice:
+    from ..factory import DEFAULT_SERVER_MODEL, build_llm
+
+    settings = settings_from_args(args)
     if settings.uses_server:
-        model = settings.llm_model or "gpt-4o-mini"
-
-        def factory():
-            return OpenAICompatibleLLM(
-                base_url=settings.llm_base_url,
-                model=model,
-                api_key=settings.llm_api_key,
-                timeout=settings.llm_timeout,
-                max_retries=settings.llm_max_retries,
-            )
-
-        return factory, model, settings.llm_base_url, True
-    model = settings.llm_model or settings.local_llm_model
-    shared = LocalChatLLM(model)  # one model in memory, one request at a time
-    return (lambda: shared), model, None, False
+        # One client per worker thread: each LLM keeps its own call log, which make_plan reads.
+        model = settings.llm_model or DEFAULT_SERVER_MODEL
+        return LLMChoice(lambda: build_llm(settings), model, settings.llm_base_url, True, settings)
+    shared = build_llm(settings)  # a local model: loaded once, one request at a time
+    return LLMChoice(lambda: shared, settings.llm_model or settings.local_llm_model, None, False, settings)
 
 
 def main_run(argv: list[str]) -> int:
     args = run_parser().parse_args(argv)
     dataset = load_dataset(args.data, gold=args.gold)
     samples = dataset.samples[: args.limit] if args.limit else dataset.samples
-    factory, model, base_url, is_server = make_llm_factory(args)
-    out = args.out or Path("runs/eval") / f"{_slug(model)}-{'all' if args.shots is None else args.shots}shots"
-    settings = RunSettings(
+    llm = choose_llm(args)
+    shots = args.shots if args.shots is not None else llm.settings.shots
+    out = args.out or Path("runs/eval") / f"{_slug(llm.model)}-{'all' if shots is None else shots}shots"
+    run_settings = RunSettings(
         out=out,
-        model=model,
-        base_url=base_url,
-        shots=args.shots,
-        max_retries=args.max_retries,
-        workers=args.workers if is_server else 1,
+        model=llm.model,
+        base_url=llm.base_url,
+        shots=shots,
+        max_retries=args.max_retries if args.max_retries is not None else llm.settings.max_plan_retries,
+        workers=args.workers if llm.server else 1,
         offer_files=not args.no_files,
     )
-    summary = run_predictions(samples, settings, factory, data=args.data, progress=not args.no_progress)
+    summary = run_predictions(samples, run_settings, llm.make, data=args.data, progress=not args.no_progress)
     result = score_run(dataset, samples, out)
     report = write_report(result, out)
     overall = result["groups"]["overall"]
