@@ -282,7 +282,8 @@ class Runtime:
                     raise
                 except Exception as exc:  # unknown architecture, missing files, ... : not servable here
                     raise RuntimeUnsupported(f"cannot load {model!r} for {task}: {type(exc).__name__}: {exc}") from exc
-                self.loads += 1
+                with self._lock:
+                    self.loads += 1
                 size = loaded_size(obj) or estimate or 0
                 if size > self.budget:
                     raise ModelTooLarge(f"{model} takes {size / 2**20:.0f} MiB once loaded, over the "
