@@ -1,1 +1,127 @@
-HANDLERS = {}
+"""Diffusers pipelines: text-to-image, image-to-image, text-to-video.
+
+The settings below are module attributes: a deployment (or a test) may lower them.
+Image sizes follow each model's own default (its UNet sample size times the VAE's scale factor).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from ..io import read_image
+from .base import Device, Handler, Outputs
+
+STEPS = 25  # denoising steps per image or video
+STRENGTH = 0.75  # image-to-image: how far from the input image the result may move
+VIDEO_FRAMES = 16
+VIDEO_FPS = 8
+
+
+def unsupported(message: str) -> Exception:
+    from ..runtime import RuntimeUnsupported  # imported here: runtime imports the handler package
+
+    return RuntimeUnsupported(message)
+
+
+def quiet() -> None:
+    import diffusers
+
+    diffusers.utils.logging.disable_progress_bar()
+    diffusers.utils.logging.set_verbosity_error()
+
+
+def place(pipe: Any, device: Device) -> Any:
+    pipe.set_progress_bar_config(disable=True)
+    return pipe.to(device.name)
+
+
+def load_pipeline(source: str, device: Device, **components: Any) -> Any:
+    from diffusers import DiffusionPipeline
+
+    quiet()
+    return place(DiffusionPipeline.from_pretrained(source, dtype=device.dtype, **components), device)
+
+
+def default_side(pipe: Any) -> int:
+    """The image side the model was trained for (512 for SD 1.5)."""
+    unet = getattr(pipe, "unet", None)
+    sample = getattr(getattr(unet, "config", None), "sample_size", None)
+    if isinstance(sample, (list, tuple)):
+        sample = max(sample)
+    return int(sample * getattr(pipe, "vae_scale_factor", 8)) if sample else 512
+
+
+def fit(image: Any, side: int) -> Any:
+    """Scale so the longer side is `side`, both sides multiples of 8 (the VAE downsamples by 8)."""
+    scale = side / max(image.size)
+    w, h = (max(8, round(x * scale / 8) * 8) for x in image.size)
+    return image if (w, h) == image.size else image.resize((w, h))
+
+
+# ---- text-to-image ------------------------------------------------------------------------------
+
+def _load_text_to_image(source: str, device: Device) -> Any:
+    from diffusers import AutoPipelineForText2Image
+
+    quiet()
+    # AutoPipeline refuses repos that are not text-to-image (video, upscalers, ...).
+    return place(AutoPipelineForText2Image.from_pretrained(source, dtype=device.dtype), device)
+
+
+def _text_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
+    out.image(pipe(prompt=inputs["text"], num_inference_steps=STEPS).images[0])
+
+
+# ---- image-to-image -----------------------------------------------------------------------------
+
+def _load_image_to_image(source: str, device: Device) -> Any:
+    from diffusers import AutoPipelineForImage2Image
+
+    pipe = load_pipeline(source, device)
+    params = inspect.signature(pipe.__call__).parameters
+    if "image" in params and "strength" not in params and "prompt" not in params:
+        return pipe  # image variation pipelines: the image is the whole condition
+    if "image" in params and "strength" in params:
+        return pipe  # already an image-to-image pipeline
+    # A text-to-image checkpoint: the same components as an img2img pipeline (raises if unknown).
+    return place(AutoPipelineForImage2Image.from_pipe(pipe), device)
+
+
+def _image_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
+    image = fit(read_image(inputs["image"]), default_side(pipe))
+    params = inspect.signature(pipe.__call__).parameters
+    kwargs: dict[str, Any] = {"image": image, "num_inference_steps": STEPS}
+    if "prompt" in params:
+        kwargs["prompt"] = inputs.get("text") or ""
+    if "strength" in params:
+        kwargs["strength"] = STRENGTH
+    out.image(pipe(**kwargs).images[0])
+
+
+# ---- text-to-video ------------------------------------------------------------------------------
+
+def _load_text_to_video(source: str, device: Device) -> Any:
+    from .. import video
+
+    if not video.available():
+        raise unsupported("text-to-video needs the imageio-ffmpeg package to write MP4 files")
+    pipe = load_pipeline(source, device)
+    if "num_frames" not in inspect.signature(pipe.__call__).parameters:
+        raise unsupported(f"{type(pipe).__name__} is not a text-to-video pipeline")
+    return pipe
+
+
+def _text_to_video(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
+    from .. import video
+
+    result = pipe(prompt=inputs["text"], num_inference_steps=STEPS, num_frames=VIDEO_FRAMES, output_type="np")
+    frames = result.frames[0]  # (frames, height, width, 3) floats in [0, 1], first video of the batch
+    out.file("video", video.write_mp4(frames, out.new_path(".mp4"), fps=VIDEO_FPS))
+
+
+HANDLERS = {
+    "text-to-image": Handler(_load_text_to_image, _text_to_image, library="diffusers"),
+    "image-to-image": Handler(_load_image_to_image, _image_to_image, library="diffusers"),
+    "text-to-video": Handler(_load_text_to_video, _text_to_video, library="diffusers"),
+}
