@@ -64,6 +64,26 @@ def test_sentence_similarity(tiny, tmp_path):
     assert -1 <= other["data"]["similarity"] < same["data"]["similarity"]
 
 
+def test_sentence_similarity_applies_pooling_and_dense_modules(tiny, tmp_path):
+    """A sentence-transformers folder with CLS pooling and a Dense layer: the embedding is the module stack."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    folder = tiny("bert-embedder-dense")
+    got = run("sentence-similarity", folder, {"text": "the cat sat", "text2": "where is france?"}, tmp_path)
+    assert got["data"]["pooling"] == "cls" and got["data"]["dense_layers"] == 1
+    # the same stack computed by hand, from the files
+    from safetensors.torch import load_file
+
+    tok, model = AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder).eval()
+    weights = load_file(f"{folder}/2_Dense/model.safetensors")
+    with torch.no_grad():
+        cls = model(**tok(["the cat sat", "where is france?"], padding=True, return_tensors="pt")).last_hidden_state[:, 0]
+        emb = torch.tanh(cls @ weights["linear.weight"].T + weights["linear.bias"])
+    expected = torch.nn.functional.cosine_similarity(emb[0:1], emb[1:2]).item()
+    assert got["data"]["similarity"] == pytest.approx(expected, abs=1e-4)
+
+
 @pytest.mark.parametrize("task", ["text2text-generation", "summarization", "translation"])
 def test_seq2seq_tasks_generate_text(tiny, tmp_path, task):
     got = run(task, tiny("t5"), {"text": "the cat sat on the mat"}, tmp_path)

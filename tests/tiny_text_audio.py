@@ -102,6 +102,26 @@ def bert_embedder(folder: Path) -> None:
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
 
 
+def bert_embedder_dense(folder: Path) -> None:
+    """Like bert_embedder, with CLS pooling and a Dense layer (32 -> 8, tanh), as LaBSE or distiluse have."""
+    import torch
+    from safetensors.torch import save_file
+
+    bert_embedder(folder)
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(
+        {"word_embedding_dimension": 32, "pooling_mode_mean_tokens": False, "pooling_mode_cls_token": True}))
+    (folder / "2_Dense").mkdir()
+    (folder / "2_Dense" / "config.json").write_text(json.dumps(
+        {"in_features": 32, "out_features": 8, "bias": True,
+         "activation_function": "torch.nn.modules.activation.Tanh"}))
+    linear = torch.nn.Linear(32, 8)
+    save_file({f"linear.{k}": v.contiguous() for k, v in linear.state_dict().items()},
+              str(folder / "2_Dense" / "model.safetensors"))
+    modules = json.loads((folder / "modules.json").read_text())
+    modules.append({"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+    (folder / "modules.json").write_text(json.dumps(modules))
+
+
 def t5(folder: Path) -> None:
     from transformers import GenerationConfig, T5Config, T5ForConditionalGeneration
 
@@ -342,6 +362,7 @@ BUILDERS: dict[str, Callable[[Path], None]] = {
     "bert-tagger": bert_tagger,
     "bert-qa": bert_qa,
     "bert-embedder": bert_embedder,
+    "bert-embedder-dense": bert_embedder_dense,
     "t5": t5,
     "gpt2": gpt2,
     "llama-chat": llama_chat,

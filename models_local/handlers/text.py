@@ -8,7 +8,7 @@ Token classification keeps the pipeline: its entity grouping over sub-words is w
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -250,25 +250,60 @@ def _answer(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
 
 # ---- sentence-similarity -------------------------------------------------------------------------
 
-def _pooling(folder: str) -> str:
-    """cls, max or mean, from a sentence-transformers folder's pooling module (mean by default)."""
+@dataclass
+class Head:
+    """What a sentence-transformers folder puts after the encoder: pooling, then optional Dense layers."""
+
+    pooling: str = "mean"  # mean | cls | max
+    dense: list[Any] = field(default_factory=list)  # torch modules applied to the pooled vector
+
+
+def _dense(folder: Path, device: Device) -> Any:
+    """A sentence-transformers Dense module (linear + activation) as a torch module, weights read safely."""
+    import torch
+
+    settings = json.loads((folder / "config.json").read_text())
+    linear = torch.nn.Linear(settings["in_features"], settings["out_features"], bias=settings.get("bias", True))
+    if (folder / "model.safetensors").is_file():
+        from safetensors.torch import load_file
+
+        state = load_file(str(folder / "model.safetensors"))
+    else:
+        state = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    linear.load_state_dict({k.removeprefix("linear."): v for k, v in state.items()})
+    name = settings.get("activation_function", "torch.nn.modules.linear.Identity").rsplit(".", 1)[-1]
+    activation = getattr(torch.nn, name, None)
+    if activation is None or not name[0].isupper():
+        from ..runtime import RuntimeUnsupported
+
+        raise RuntimeUnsupported(f"unknown Dense activation {settings.get('activation_function')!r}")
+    return torch.nn.Sequential(linear, activation()).to(device.name, device.dtype).eval()
+
+
+def _head(folder: str, device: Device) -> Head:
+    """Read modules.json of a sentence-transformers folder; plain models get mean pooling."""
+    head = Head()
     modules = Path(folder) / "modules.json"
-    if modules.is_file():
-        for module in json.loads(modules.read_text()):
-            if module.get("type", "").endswith("Pooling"):
-                settings = json.loads((Path(folder) / module["path"] / "config.json").read_text())
-                if settings.get("pooling_mode_cls_token"):
-                    return "cls"
-                if settings.get("pooling_mode_max_tokens"):
-                    return "max"
-    return "mean"
+    if not modules.is_file():
+        return head
+    for module in json.loads(modules.read_text()):
+        kind, path = module.get("type", ""), Path(folder) / module.get("path", "")
+        if kind.endswith("Pooling"):
+            settings = json.loads((path / "config.json").read_text())
+            if settings.get("pooling_mode_cls_token"):
+                head.pooling = "cls"
+            elif settings.get("pooling_mode_max_tokens"):
+                head.pooling = "max"
+        elif kind.endswith("Dense"):
+            head.dense.append(_dense(path, device))
+    return head
 
 
 def _load_embedder(folder: str, device: Device) -> Bundle:
     model = load_model("AutoModel", folder, device)
     if getattr(model.config, "is_encoder_decoder", False):  # sentence-T5: the encoder makes the embedding
         model = model.get_encoder()
-    return Bundle(model, _tokenizer(folder), device, extra=_pooling(folder))
+    return Bundle(model, _tokenizer(folder), device, extra=_head(folder, device))
 
 
 def _similarity(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
@@ -277,18 +312,22 @@ def _similarity(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     enc = b.processor([inputs["text"], inputs["text2"]], padding=True, truncation=True,
                       max_length=_max_length(b.processor, b.model.config), return_tensors="pt")
     enc = to_device(enc, b)
+    head: Head = b.extra
     with torch.inference_mode():
-        hidden = b.model(**enc).last_hidden_state.float()
-    mask = enc["attention_mask"].unsqueeze(-1).float()
-    if b.extra == "cls":
-        emb = hidden[:, 0]
-    elif b.extra == "max":
-        emb = hidden.masked_fill(mask == 0, -1e4).max(1).values
-    else:
-        emb = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        hidden = b.model(**enc).last_hidden_state
+        mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        if head.pooling == "cls":
+            emb = hidden[:, 0]
+        elif head.pooling == "max":
+            emb = hidden.masked_fill(mask == 0, -1e4).max(1).values
+        else:
+            emb = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-4)
+        for layer in head.dense:
+            emb = layer(emb)
+    emb = emb.float()
     score = float(torch.nn.functional.cosine_similarity(emb[0:1], emb[1:2]).item())
     out.text(f"cosine similarity: {score:.4f}")
-    out.data({"similarity": round(score, 6), "pooling": b.extra})
+    out.data({"similarity": round(score, 6), "pooling": head.pooling, "dense_layers": len(head.dense)})
 
 
 HANDLERS: dict[str, Handler] = {
