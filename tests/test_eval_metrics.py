@@ -289,3 +289,16 @@ def test_pooled_and_per_sample_and_missing_predictions(dataset, gold):
     assert table["answered"]["samples"] == 1 and table["answered"]["node_f1"] == pytest.approx(0.8)
     assert table["single"]["node_f1"] == 0.0 and table["chain"]["node_f1"] == pytest.approx(0.8)
     assert table["tools=3"]["samples"] == 1 and table["tools=1"]["samples"] == 1
+
+
+def test_gold_plans_our_task_table_cannot_express_are_flagged(dataset):
+    from hugginggpt.eval.data import GoldSample
+    from hugginggpt.eval.score import gold_not_plannable
+
+    # TaskBench's Tabular Classification reads an image; ours reads CSV text.
+    odd = GoldSample(
+        "1", "x", "chain", [n("Image-to-Image", "example.jpg"), n("Tabular Classification", "<node-0>")]
+    )
+    found = gold_not_plannable(dataset, [*dataset.samples, odd])
+    assert [f["id"] for f in found] == ["1"]
+    assert "tabular-classification" in found[0]["problem"] and "produces image" in found[0]["problem"]

@@ -68,6 +68,7 @@ def write_report(result: dict[str, Any], out: Path) -> Path:
             f"{meta['samples'] - table['overall']['predicted']} scored as an empty plan (missing prediction)."
         ),
         "",
+        *_not_plannable(meta),
         "## By task shape",
         "",
         *metric_table(table, shapes),
@@ -80,6 +81,18 @@ def write_report(result: dict[str, Any], out: Path) -> Path:
     path = out / "report.md"
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
+
+
+def _not_plannable(meta: dict[str, Any]) -> list[str]:
+    found = meta.get("gold_not_plannable") or []
+    if not found:
+        return []
+    first = found[0]
+    line = (
+        f"{len(found)} of {meta['samples']} gold plans break this project's task table once mapped, so no "
+        f"plan can match them here; first: {first['id']}: {first['problem']}"
+    )
+    return [line, ""]
 
 
 def metric_table(

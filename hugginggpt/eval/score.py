@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..plan import FileRules, validate_plan
+from .convert import taskbench_to_plan
 from .data import Dataset, GoldSample
 from .harness import PREDICTIONS, RUN_INFO, predicted_nodes, read_predictions, run_stats
 from .metrics import SampleScore, evaluate_groups, score_sample
@@ -39,12 +41,25 @@ def score_run(
             "samples": len(samples),
             "with_record": sum(1 for s in samples if s.id in records),
             "missing_policy": "empty",  # a sample with no valid plan scores as an empty plan
+            "gold_not_plannable": gold_not_plannable(dataset, samples),
         },
         "groups": evaluate_groups(scores, dataset.tools),
         "per_sample": [_sample_row(s) for s in scores],
     }
     (out / METRICS_FILE).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return result
+
+
+def gold_not_plannable(dataset: Dataset, samples: list[GoldSample]) -> list[dict[str, str]]:
+    """Gold plans that our task table rejects once mapped: no LLM can get these right here."""
+    found = []
+    for sample in samples:
+        plan = taskbench_to_plan(sample.nodes, dataset.tools)
+        literals = frozenset(v for t in plan.tasks for v in t.args.values())
+        problems = validate_plan(plan, FileRules(uploads=literals, allow_urls=True))
+        if problems:
+            found.append({"id": sample.id, "problem": problems[0]})
+    return found
 
 
 def run_label(info: dict[str, Any], out: Path) -> str:
