@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -56,6 +57,30 @@ RENAMED = {
     "runwayml/stable-diffusion-v1-5": "stable-diffusion-v1-5/stable-diffusion-v1-5",
     "runwayml/stable-diffusion-inpainting": "stable-diffusion-v1-5/stable-diffusion-inpainting",
 }
+# Approximate sizes: the parameter count an id states ("-6.7b", "_418M"), or a well-known count,
+# at 2 bytes a parameter (half precision): enough for the runtime to refuse a model far over its
+# memory budget before downloading it. Unknown otherwise (None).
+PARAMS_IN_NAME = re.compile(r"(?:^|[-_/.])(\d+(?:\.\d+)?)([bBmM])(?=$|[-_.])")
+KNOWN_PARAMS = {
+    "bigscience/bloom": 176e9, "bigscience/bloomz": 176e9, "google/flan-ul2": 20e9, "google/ul2": 20e9,
+    "bigscience/T0pp": 11e9, "bigscience/T0": 11e9, "google/flan-t5-xxl": 11e9, "google/flan-t5-xl": 3e9,
+    "google/flan-t5-large": 780e6, "google/flan-t5-base": 250e6, "google/flan-t5-small": 80e6,
+    "openai/whisper-large": 1.55e9, "openai/whisper-large-v2": 1.55e9, "openai/whisper-medium": 769e6,
+    "openai/whisper-small": 244e6, "openai/whisper-base": 74e6, "openai/whisper-tiny": 39e6,
+    "gpt2": 124e6, "gpt2-xl": 1.5e9, "distilgpt2": 82e6, "t5-small": 60e6, "t5-base": 220e6, "t5-large": 770e6,
+}
+
+
+def approx_size(model_id: str) -> int | None:
+    params = KNOWN_PARAMS.get(model_id)
+    if params is None:
+        m = PARAMS_IN_NAME.search(model_id.split("/")[-1])
+        if m is None:
+            return None
+        params = float(m.group(1)) * (1e9 if m.group(2) in "bB" else 1e6)
+    return int(params * 2)
+
+
 # Tasks whose models are diffusion pipelines unless a tag says otherwise.
 DIFFUSION_TASKS = {"text-to-image", "image-to-image", "text-to-video"}
 GENERIC_TAGS = {"pytorch", "tensorflow", "jax", "safetensors", "transformers", "en", "exbert"}
@@ -121,6 +146,7 @@ def p0_cards(path: Path) -> list[ModelCard]:
                     likes=int(row.get("likes") or 0),
                     library=library,
                     license=license_[0] if license_ else None,
+                    size_bytes=approx_size(model_id),
                     languages=languages,
                     datasets=datasets,
                     tags=tags,
@@ -294,7 +320,9 @@ def runtime_rule():
             return False
         # "builtin" (a control made without weights) is not in the runtime's library aliases yet.
         library = None if card.library == "builtin" else card.library
-        return bool(models_local.can_run(card.task, card.id, library=library, size_bytes=card.size_bytes))
+        # size_bytes=0: the shipped flag must not depend on this machine's memory budget; the
+        # controller's runnable check passes the card's size at run time.
+        return bool(models_local.can_run(card.task, card.id, library=library, size_bytes=0))
 
     return local, f"models_local.can_run ({len(supported)} tasks have a handler)"
 
