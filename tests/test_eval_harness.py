@@ -234,7 +234,7 @@ def test_backend_failures_are_not_recorded_and_are_asked_again(tmp_path, capsys)
         fake.responder = responder(fail_ids={"10000002"})
         assert run(fake, out) == 0
         assert "10000002" not in {r["id"] for r in records(out)}
-        assert "1 requests failed at the LLM backend" in capsys.readouterr().err
+        assert "1 requests failed and were not recorded" in capsys.readouterr().err
 
         first = len(fake.requests)
         fake.responder = responder()
@@ -245,7 +245,7 @@ def test_backend_failures_are_not_recorded_and_are_asked_again(tmp_path, capsys)
     with FakeLLMServer() as fake:
         fake.responder = responder(fail_ids=set(IDS))
         assert run(fake, down) == 1  # gives up after 3 failures in a row
-        assert "stopped after 3 backend failures" in capsys.readouterr().err
+        assert "stopped after 3 failed requests in a row" in capsys.readouterr().err
         assert len(fake.requests) < 8
 
 

@@ -116,13 +116,13 @@ def main_run(argv: list[str]) -> int:
     )
     if summary.backend_failures:
         print(
-            f"{len(summary.backend_failures)} requests failed at the LLM backend (rerun to retry them); "
+            f"{len(summary.backend_failures)} requests failed and were not recorded (rerun to retry them); "
             f"first: {summary.backend_failures[0]}",
             file=sys.stderr,
         )
     if summary.aborted:
         print(summary.aborted, file=sys.stderr)
-        return 1
+        return 130 if summary.aborted.startswith("interrupted") else 1
     return 0
 
 

@@ -66,7 +66,7 @@ class RunSettings:
 class RunSummary:
     asked: int = 0  # requests sent this run
     skipped: int = 0  # already in the predictions file
-    backend_failures: list[str] = field(default_factory=list)  # "id: message"
+    backend_failures: list[str] = field(default_factory=list)  # "id: message", not written
     aborted: str | None = None
 
 
@@ -189,29 +189,36 @@ def run_predictions(
 
     bar = _progress(total=len(samples), initial=summary.skipped, enabled=progress)
     failures_in_a_row = 0
-    with path.open("a", encoding="utf-8") as sink, ThreadPoolExecutor(max(1, settings.workers)) as pool:
-        futures = {pool.submit(work, s): s for s in todo}
-        try:
+    pool = ThreadPoolExecutor(max(1, settings.workers))
+    futures = {pool.submit(work, s): s for s in todo}
+    try:
+        with path.open("a", encoding="utf-8") as sink:
             for future in as_completed(futures):
                 sample = futures[future]
                 summary.asked += 1
                 try:
                     record = future.result()
-                except LLMError as e:
-                    summary.backend_failures.append(f"{sample.id}: {e}")
+                except Exception as e:  # noqa: BLE001 - one bad request must not end a long run
+                    # Not written: the next run asks again. LLMError is the usual case (server down,
+                    # HTTP errors); anything else is reported the same way, with its type.
+                    message = str(e) if isinstance(e, LLMError) else f"{type(e).__name__}: {e}"
+                    summary.backend_failures.append(f"{sample.id}: {message}")
                     failures_in_a_row += 1
                     if failures_in_a_row >= max_backend_failures:
-                        summary.aborted = f"stopped after {failures_in_a_row} backend failures in a row: {e}"
+                        summary.aborted = (
+                            f"stopped after {failures_in_a_row} failed requests in a row: {message}"
+                        )
                         break
                     continue
                 failures_in_a_row = 0
                 sink.write(json.dumps(record, ensure_ascii=False) + "\n")
                 sink.flush()
                 bar.update(1)
-        finally:
-            for future in futures:
-                future.cancel()
-            bar.close()
+    except KeyboardInterrupt:
+        summary.aborted = "interrupted; run the same command again to resume"
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        bar.close()
     return summary
 
 
