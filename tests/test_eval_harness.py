@@ -276,3 +276,28 @@ def test_two_models_compared(tmp_path):
     assert "| Share of invalid plans (no valid plan after retries) | **0.000** | 0.125 |" in text
     for group in ("overall", "single", "chain", "dag"):
         assert (out / f"compare_{group}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_mentioned_media_files_are_offered_as_uploads():
+    from hugginggpt.eval.harness import mentioned_files
+
+    files = mentioned_files(
+        "Edit 'example.jpg', transcribe example.wav and example.wav again, then look at SCAN.PNG."
+    )
+    assert [(f.kind, f.name) for f in files] == [
+        ("image", "example.jpg"),
+        ("audio", "example.wav"),
+        ("image", "SCAN.PNG"),
+    ]
+    assert mentioned_files("Summarise example.txt for me") == []
+
+
+def test_a_line_cut_short_by_a_kill_is_dropped_and_trimmed(tmp_path):
+    from hugginggpt.eval.harness import read_predictions
+
+    path = tmp_path / "predictions.jsonl"
+    path.write_text('{"id": "1", "plan": []}\n{"id": "2", "plan": []}\n{"id": "3", "pla')
+    assert list(read_predictions(path)) == ["1", "2"]
+    assert (
+        path.read_text() == '{"id": "1", "plan": []}\n{"id": "2", "plan": []}\n'
+    )  # appends start on a clean line
