@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 from pathlib import Path
@@ -198,3 +199,113 @@ def test_read_image_converts_modes(tmp_path):
     assert image.getpixel((1, 1)) == (255, 255, 255)  # transparency becomes white, not black
     assert image.getpixel((0, 0)) == (0, 0, 255)
     assert read_image(tmp_path / "a.png", mode="L").mode == "L"
+
+
+# ---- a hub id downloaded from a (fake) Hub: sized first, then fetched ----------------------------
+
+class _FakeHubFiles:
+    """Serves one repo's files the way the Hub API does, enough for huggingface_hub.snapshot_download."""
+
+    SHA = "a" * 40
+
+    def __init__(self, repo: str, files: dict[str, bytes]):
+        import hashlib
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.repo, self.files, self.log = repo, files, []
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _reply(self, body: bytes, ctype: str, extra: dict | None = None, head: bool = False):
+                self.send_response(200)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in (extra or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                if not head:
+                    self.wfile.write(body)
+
+            def _route(self, head: bool):
+                from urllib.parse import unquote, urlparse
+
+                path = unquote(urlparse(self.path).path)
+                hub.log.append((self.command, path))
+                api = f"/api/models/{hub.repo}/"
+                if path.startswith(api + "revision/"):
+                    info = {"id": hub.repo, "sha": hub.SHA, "siblings": [{"rfilename": f} for f in hub.files]}
+                    return self._reply(json.dumps(info).encode(), "application/json", head=head)
+                if path.startswith(api + "tree/"):
+                    tree = [{"type": "file", "path": f, "size": len(b), "oid": hashlib.sha1(b).hexdigest()}
+                            for f, b in hub.files.items()]
+                    return self._reply(json.dumps(tree).encode(), "application/json", head=head)
+                prefix = f"/{hub.repo}/resolve/"
+                if path.startswith(prefix):
+                    name = path[len(prefix):].split("/", 1)[1]
+                    if name in hub.files:
+                        body = hub.files[name]
+                        etag = '"' + hashlib.sha1(body).hexdigest() + '"'
+                        return self._reply(body, "application/octet-stream",
+                                           {"X-Repo-Commit": hub.SHA, "ETag": etag}, head=head)
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_GET(self):
+                self._route(head=False)
+
+            def do_HEAD(self):
+                self._route(head=True)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def fetched(self) -> set[str]:
+        return {p.split("/resolve/", 1)[1].split("/", 1)[1] for m, p in self.log if m == "GET" and "/resolve/" in p}
+
+
+@pytest.fixture
+def fake_hub(tiny, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    folder = Path(tiny("bert-classifier"))
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+             and not p.name.startswith(".")}
+    files["tf_model.h5"] = b"x" * 1000  # another framework's weights: never fetched
+    with _FakeHubFiles("tiny-org/remote-bert", files) as hub:
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.setattr(constants, "ENDPOINT", hub.url)
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.url + "/{repo_id}/resolve/{revision}/{filename}")
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+        yield hub
+
+
+def test_hub_model_over_budget_is_refused_before_download(fake_hub, tmp_path):
+    runtime = Runtime(memory_budget_bytes=10_000, device="cpu")
+    with pytest.raises(ModelTooLarge):
+        runtime.run("text-classification", "tiny-org/remote-bert", TEXT, tmp_path / "out")
+    assert fake_hub.fetched() == set()  # sized from the file listing; nothing was downloaded
+    assert runtime.loads == 0
+
+
+def test_hub_model_downloads_into_the_cache_and_runs(fake_hub, tmp_path):
+    runtime = Runtime(memory_budget_bytes=2**30, device="cpu")
+    artifacts = runtime.run("text-classification", "tiny-org/remote-bert", TEXT, tmp_path / "out")
+    assert {a["kind"] for a in artifacts} == {"text", "data"}
+    assert "model.safetensors" in fake_hub.fetched() and "tf_model.h5" not in fake_hub.fetched()
+    assert list((tmp_path / "hub-cache").glob("models--tiny-org--remote-bert/snapshots/*/model.safetensors"))
