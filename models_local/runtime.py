@@ -260,6 +260,8 @@ class Runtime:
 
     def _get(self, task: str, model: str, handler: Handler) -> _Entry:
         # Tasks that load a model the same way (summarization, translation, ...) share one copy.
+        if Path(model).expanduser().is_dir():
+            model = str(Path(model).expanduser().resolve())  # one entry per folder, however it is spelled
         key = (f"{handler.load.__module__}.{handler.load.__qualname__}", model)
         with self._lock:
             entry = self._cache.get(key)
@@ -292,8 +294,10 @@ class Runtime:
                 with self._lock:
                     self._reserved -= reserved
                     reserved = 0
-                    self._evict_for(size)
+                    evicted = self._evict_for(size)
                     self._cache[key] = entry
+                if evicted:
+                    self._free()
                 return entry
             finally:
                 if reserved:
@@ -305,18 +309,19 @@ class Runtime:
             raise ModelTooLarge(f"{model} needs about {size / 2**20:.0f} MiB, over the "
                                 f"{self.budget / 2**20:.0f} MiB budget of the local runtime")
         with self._lock:
-            self._evict_for(size)
+            evicted = self._evict_for(size)
             self._reserved += size
+        if evicted:
+            self._free()  # outside the lock: collecting takes a while
         return size
 
-    def _evict_for(self, size: int) -> None:
+    def _evict_for(self, size: int) -> bool:
         """Drop least recently used models until `size` more bytes fit. Caller holds self._lock."""
         evicted = False
         while self._cache and sum(e.size for e in self._cache.values()) + self._reserved + size > self.budget:
             self._cache.popitem(last=False)
             evicted = True
-        if evicted:
-            self._free()
+        return evicted
 
     def _free(self) -> None:
         gc.collect()
@@ -356,10 +361,9 @@ class Runtime:
             estimate = sum(f.file_size or 0 for f in listing if f.filename in weights) or None
             if estimate and self.half and not any(".fp16." in w or "-fp16" in w for w in weights):
                 estimate //= 2  # stored float32, loaded float16
-            if estimate:
-                self._reserve(estimate, model)  # refuses before the download starts
-                with self._lock:
-                    self._reserved -= estimate
+            if estimate and estimate > self.budget:  # refused before the download starts
+                raise ModelTooLarge(f"{model} needs about {estimate / 2**20:.0f} MiB, over the "
+                                    f"{self.budget / 2**20:.0f} MiB budget of the local runtime")
             folder = Path(snapshot_download(model, ignore_patterns=_IGNORE + skipped))
         except RuntimeUnsupported:
             raise
