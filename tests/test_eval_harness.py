@@ -12,12 +12,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from fakes.llm_server import FakeLLMServer, Reply
 
 from hugginggpt.eval.__main__ import main
 from hugginggpt.eval.convert import taskbench_to_plan
 from hugginggpt.eval.data import load_dataset
 from hugginggpt.planner import plan_as_text
-from tests.fakes.llm_server import FakeLLMServer, Reply
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "fixtures" / "taskbench"
@@ -271,7 +271,7 @@ def test_two_models_compared(tmp_path):
     out = tmp_path / "compare"
     assert main(["compare", str(tmp_path / "good"), str(tmp_path / "poor"), "--out", str(out)]) == 0
     text = (out / "compare.md").read_text()
-    assert "| metric | good, default demos | poor, default demos |" in text
+    assert "| metric | good, all demos | poor, all demos |" in text
     assert "| TaskBench node F1 (pooled) | **1.000** | 0.867 |" in text
     assert "| Share of invalid plans (no valid plan after retries) | **0.000** | 0.125 |" in text
     for group in ("overall", "single", "chain", "dag"):

@@ -4,6 +4,12 @@ python -m hugginggpt.eval --data DIR [--limit N] [--shots K] [--out DIR] [--llm-
                           [--llm-model NAME] [--llm-api-key KEY] [--workers N]
 python -m hugginggpt.eval score --data DIR --out RUN_DIR [--limit N]    (re-score, no LLM)
 python -m hugginggpt.eval compare RUN_DIR RUN_DIR ... [--out DIR]
+
+Each run folder holds run.json (what was run), predictions.jsonl (one line per request, written as
+it comes; a rerun resumes), metrics.json, report.md and PNG charts. To compare numbers of demos:
+
+    for k in 0 2 4 6; do python -m hugginggpt.eval --data DIR --shots $k --llm-model M ...; done
+    python -m hugginggpt.eval compare runs/eval/M-0shots runs/eval/M-2shots runs/eval/M-4shots ...
 """
 
 from __future__ import annotations

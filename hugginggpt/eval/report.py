@@ -38,6 +38,8 @@ NOTES = """\
   **score as an empty plan.** Upstream drops them instead: the *answered* column shows that view.
 - Plans are written with the project's task types and mapped to TaskBench's tool names
   (`hugginggpt/eval/mapping.py`); image-to-image with a text prompt is "Image Editing".
+- The planner sees the project's prompt and demos, not TaskBench's; media files a request mentions
+  (example.jpg) are listed as its uploads (`--no-files` turns that off).
 - Groups: shape = the sample's `type` (how TaskBench sampled it); tools = number of gold nodes.
 """
 

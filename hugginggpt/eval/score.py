@@ -65,7 +65,7 @@ def gold_not_plannable(dataset: Dataset, samples: list[GoldSample]) -> list[dict
 def run_label(info: dict[str, Any], out: Path) -> str:
     if info.get("model"):
         shots = info.get("shots")
-        return f"{info['model']}, {'default' if shots is None else shots} demos"
+        return f"{info['model']}, {'all' if shots is None else shots} demos"
     return out.name
 
 
