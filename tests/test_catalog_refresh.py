@@ -111,6 +111,17 @@ def test_refresh_offline_is_one_clear_line_and_writes_nothing(tmp_path):
     assert not out.exists() and not out.with_name(out.name + ".part").exists()
 
 
+def test_refresh_reports_a_hub_error_in_one_line(tmp_path):
+    out = tmp_path / "never.jsonl"
+    with FakeHub(MODELS, api_status=401) as failing:
+        result = refresh(failing.url, "--task", "summarization", "--out", str(out))
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: cannot reach the Hugging Face Hub at {failing.url} (")
+    assert "401" in last and last.endswith("nothing was written")
+    assert not out.exists()
+
+
 def test_refresh_rejects_unknown_tasks(tmp_path):
     result = refresh(None, "--task", "make-coffee", "--out", str(tmp_path / "x.jsonl"), offline=True)
     assert result.returncode == 2 and "unknown task(s): make-coffee" in result.stderr

@@ -28,6 +28,13 @@ def cmd_refresh(args: argparse.Namespace) -> int:
         return 2
     from huggingface_hub import constants
 
+    from .hub import hub_queries
+
+    for task in tasks:
+        if not hub_queries(task):
+            print(f"note: {task} has no Hub query (its models are annotators); the shipped entries stay",
+                  file=sys.stderr)
+
     bar = tqdm(total=len(tasks) * args.limit, unit="model", desc="refresh", file=sys.stderr,
                disable=args.quiet or None)
 

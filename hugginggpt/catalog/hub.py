@@ -34,6 +34,16 @@ class HubUnreachable(RuntimeError):
     """The Hub cannot be reached (offline mode, no network, server down)."""
 
 
+def network_errors() -> tuple[type[BaseException], ...]:
+    """What a failed Hub request raises: OSError subclasses, and the HTTP client's own errors
+    (huggingface_hub 2.x talks through httpx2, whose errors are not OSErrors)."""
+    try:
+        import httpx2 as http
+    except ImportError:  # older huggingface_hub releases use httpx
+        import httpx as http
+    return (OSError, http.HTTPError)
+
+
 @dataclass(frozen=True)
 class Query:
     task: str
@@ -132,7 +142,7 @@ def fetch_card_text(model_id: str) -> str | None:
                                      follow_redirects=True, timeout=30)
     except OfflineModeIsEnabled as err:
         raise HubUnreachable(str(err)) from err
-    except OSError:
+    except network_errors():
         return None
     return response.text if response.status_code == 200 else None
 
@@ -152,8 +162,9 @@ def fetch(
                 infos = list(api.list_models(sort="downloads", limit=limit, expand=EXPAND, **query.kwargs))
             except OfflineModeIsEnabled as err:
                 raise HubUnreachable("offline mode is on (HF_HUB_OFFLINE=1)") from err
-            except OSError as err:  # connection errors and HTTP errors are both OSErrors here
-                raise HubUnreachable(f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from err
+            except network_errors() as err:
+                first_line = str(err).splitlines()[0] if str(err) else ""
+                raise HubUnreachable(f"{type(err).__name__}: {first_line}") from err
             for info in infos:
                 text = fetch_card_text(info.id) if card_text else None
                 on_model(task, info.id)

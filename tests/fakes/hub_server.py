@@ -5,7 +5,8 @@
 
 Serves what HfApi.list_models and a README download need: GET /api/models (filters
 pipeline_tag, filter (tags), search (id substring), sort=downloads|likes, limit, expand) and
-GET /{repo}/resolve/{revision}/README.md. `hub.requests` records each request's path and query.
+GET /{repo}/resolve/{revision}/README.md. `hub.requests` records each request's path and query;
+`api_status=401` (say) makes /api/models fail with that status.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ class HubModel:
 
 
 class FakeHub:
-    def __init__(self, models: list[HubModel]):
+    def __init__(self, models: list[HubModel], *, api_status: int = 200):
         self.models = list(models)
+        self.api_status = api_status  # answer /api/models with this HTTP error status when not 200
         self.requests: list[dict[str, Any]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -95,6 +97,9 @@ class FakeHub:
                 query = parse_qs(url.query)
                 path = unquote(url.path)
                 hub.requests.append({"path": path, "query": query})
+                if path == "/api/models" and hub.api_status != 200:
+                    body = json.dumps({"error": "Invalid credentials in Authorization header"}).encode()
+                    return self._send(hub.api_status, body, "application/json")
                 if path == "/api/models":
                     body = json.dumps(hub.list_models(query)).encode()
                     return self._send(200, body, "application/json")
