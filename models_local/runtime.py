@@ -194,10 +194,10 @@ class Runtime:
         self.device = pick_device(device)
         self.budget = memory_budget_bytes if memory_budget_bytes is not None else default_budget(self.device)
         self._handlers = handlers
-        self._cache: OrderedDict[tuple[str, str], _Entry] = OrderedDict()  # (loader, model) -> entry
+        self._cache: OrderedDict[tuple[Any, str], _Entry] = OrderedDict()  # (loader, model) -> entry
         self._reserved = 0  # bytes promised to loads in progress
         self._lock = threading.Lock()
-        self._load_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._load_locks: dict[tuple[Any, str], threading.Lock] = {}
         self.loads = 0  # how many times a model was actually loaded (tests and benchmarks read it)
 
     # -- what is served --
@@ -217,7 +217,7 @@ class Runtime:
         handler = self.handlers.get(task)
         if handler is None:
             raise RuntimeUnsupported(f"the local runtime has no handler for task {task!r}")
-        if library and LIBRARY_ALIASES.get(library.lower()) != handler.library:
+        if library and LIBRARY_ALIASES.get(library.lower(), library.lower()) != handler.library:
             raise RuntimeUnsupported(
                 f"task {task!r} runs {handler.library} models locally; this model is a {library} model")
         return handler
@@ -226,10 +226,10 @@ class Runtime:
                 size_bytes: int | None = None) -> bool:
         """Cheap: handler, library and size checks; reads at most safetensors headers, loads nothing."""
         try:
-            self.handler(task, library)
+            handler = self.handler(task, library)
         except RuntimeUnsupported:
             return False
-        if size_bytes is None:
+        if size_bytes is None and handler.library != "builtin":
             folder = self._local_folder(model)
             size_bytes = folder_size(folder, half=self.half) if folder else None
         return size_bytes is None or size_bytes <= self.budget
@@ -259,10 +259,10 @@ class Runtime:
         self._free()
 
     def _get(self, task: str, model: str, handler: Handler) -> _Entry:
-        # Tasks that load a model the same way (summarization, translation, ...) share one copy.
+        # Tasks that share a loader function (summarization, translation, ...) share one loaded copy.
         if Path(model).expanduser().is_dir():
             model = str(Path(model).expanduser().resolve())  # one entry per folder, however it is spelled
-        key = (f"{handler.load.__module__}.{handler.load.__qualname__}", model)
+        key = (handler.load, model)
         with self._lock:
             entry = self._cache.get(key)
             if entry is not None:
@@ -275,7 +275,8 @@ class Runtime:
                 if entry is not None:
                     self._cache.move_to_end(key)
                     return entry
-            folder, estimate = self._locate(model)
+            # "builtin" handlers (e.g. an edge detector) have no files: the name is all they need
+            folder, estimate = (model, 0) if handler.library == "builtin" else self._locate(model)
             reserved = self._reserve(estimate or 0, model)
             try:
                 try:

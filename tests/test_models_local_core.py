@@ -134,6 +134,32 @@ def test_can_run_never_loads(tiny):
     assert runtime.loads == 0 and runtime.cached() == []
 
 
+def test_tasks_sharing_a_loader_share_one_loaded_model(tiny):
+    runtime = Runtime(memory_budget_bytes=2**30, device="cpu")
+    folder = tiny("t5")
+    for task in ("summarization", "translation", "text2text-generation"):
+        runtime.run(task, folder, TEXT, tiny.root / "out")
+    runtime.run("summarization", folder + "/", TEXT, tiny.root / "out")  # same folder, spelled differently
+    assert runtime.loads == 1 and len(runtime.cached()) == 1
+
+
+def test_builtin_handlers_need_no_files(tmp_path):
+    """A weightless handler (library "builtin", e.g. an edge detector) runs by name, without a lookup."""
+    calls = []
+
+    def load(source, device):
+        calls.append(source)
+        return source.upper()
+
+    runtime = Runtime(memory_budget_bytes=1, device="cpu", handlers={
+        "shout": Handler(load, lambda obj, inputs, out: out.text(f"{obj}: {inputs['text']}"), library="builtin")})
+    assert runtime.can_run("shout", "edge-detector", library="builtin")
+    assert not runtime.can_run("shout", "edge-detector", library="transformers")
+    assert runtime.run("shout", "edge-detector", {"text": "hi"}, tmp_path) == [
+        {"kind": "text", "value": "EDGE-DETECTOR: hi"}]
+    assert calls == ["edge-detector"]
+
+
 def test_hub_id_resolves_through_the_hf_cache(tiny, tmp_path, monkeypatch):
     """An offline hub id loads from the HF cache layout, through the same loader as a folder."""
     from huggingface_hub import constants
