@@ -7,6 +7,7 @@ model in-process when no server is configured.
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -51,6 +52,14 @@ class LLM(ABC):
         self.calls: list[LLMCall] = []
         self._lock = threading.Lock()
 
+    def recording(self) -> LLM:
+        """This LLM with a call log of its own: one per request, so that concurrent requests
+        never see each other's prompts. Clients, loaded weights and learnt capabilities are shared."""
+        view = copy.copy(self)
+        view.calls = []
+        view._lock = threading.Lock()
+        return view
+
     @abstractmethod
     def describe(self) -> str:
         """Which model at which endpoint, for status lines and errors. Never the key."""
@@ -63,7 +72,7 @@ class LLM(ABC):
 
     def complete(self, messages: list[Message], *, stage: str, schema: dict[str, Any] | None = None) -> str:
         """The whole reply. With `schema`, ask for JSON of that shape where the server supports it."""
-        call = self._start(stage, messages)
+        call, started = self._start(stage, messages)
         try:
             call.reply = self._complete(messages, schema, call)
             return call.reply
@@ -71,11 +80,11 @@ class LLM(ABC):
             call.error = str(e)
             raise
         finally:
-            call.seconds = time.perf_counter() - call.seconds
+            call.seconds = time.perf_counter() - started
 
     def stream(self, messages: list[Message], *, stage: str) -> Iterator[str]:
         """The reply piece by piece, as the server sends it."""
-        call = self._start(stage, messages)
+        call, started = self._start(stage, messages)
         parts: list[str] = []
         try:
             for delta in self._stream(messages, call):
@@ -86,13 +95,13 @@ class LLM(ABC):
             raise
         finally:
             call.reply = "".join(parts)
-            call.seconds = time.perf_counter() - call.seconds
+            call.seconds = time.perf_counter() - started
 
-    def _start(self, stage: str, messages: list[Message]) -> LLMCall:
-        call = LLMCall(stage=stage, messages=[dict(m) for m in messages], seconds=time.perf_counter())
+    def _start(self, stage: str, messages: list[Message]) -> tuple[LLMCall, float]:
+        call = LLMCall(stage=stage, messages=[dict(m) for m in messages])
         with self._lock:
             self.calls.append(call)
-        return call
+        return call, time.perf_counter()
 
 
 class OpenAICompatibleLLM(LLM):
@@ -116,7 +125,7 @@ class OpenAICompatibleLLM(LLM):
         self._client = openai.OpenAI(
             base_url=self.base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=max_retries
         )
-        self._schema_supported: bool | None = None  # learnt on first refusal
+        self._learnt: dict[str, bool] = {}  # shared by recording() views, e.g. whether json_schema works
 
     def describe(self) -> str:
         return f"{self.model} at {self.base_url}"
@@ -125,20 +134,18 @@ class OpenAICompatibleLLM(LLM):
         import openai
 
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
-        if schema is not None and self._schema_supported is not False:
+        if schema is not None and self._learnt.get("json_schema") is not False:
             try:
                 response = self._create(
                     **kwargs,
                     response_format={"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}},
                 )
-                self._schema_supported = True
+                self._learnt["json_schema"] = True
                 call.json_mode = True
                 return self._text(response, call)
-            except openai.BadRequestError:
+            except (openai.BadRequestError, openai.UnprocessableEntityError):
                 # The server refuses structured output: fall back to plain text once, and remember.
-                self._schema_supported = False
-            except openai.UnprocessableEntityError:
-                self._schema_supported = False
+                self._learnt["json_schema"] = False
         return self._text(self._create(**kwargs), call)
 
     def _create(self, **kwargs: Any) -> Any:
@@ -202,7 +209,7 @@ class LocalChatLLM(LLM):
         super().__init__()
         self.model = model
         self.max_new_tokens = max_new_tokens
-        self._loaded: tuple[Any, Any] | None = None
+        self._loaded: dict[str, Any] = {}  # shared by recording() views: the weights load once
         self._load_lock = threading.Lock()
 
     def describe(self) -> str:
@@ -210,7 +217,7 @@ class LocalChatLLM(LLM):
 
     def _load(self) -> tuple[Any, Any]:
         with self._load_lock:
-            if self._loaded is None:
+            if "model" not in self._loaded:
                 try:
                     from transformers import AutoModelForCausalLM, AutoTokenizer
                 except ImportError as e:
@@ -220,8 +227,8 @@ class LocalChatLLM(LLM):
                     model = AutoModelForCausalLM.from_pretrained(self.model, dtype="auto")
                 except OSError as e:
                     raise LLMError(f"The local LLM {self.model} could not be loaded: {_short(str(e))}") from None
-                self._loaded = (tokenizer, model.eval())
-            return self._loaded
+                self._loaded.update(tokenizer=tokenizer, model=model.eval())
+            return self._loaded["tokenizer"], self._loaded["model"]
 
     def _inputs(self, messages: list[Message]) -> tuple[Any, Any, Any]:
         tokenizer, model = self._load()

@@ -73,7 +73,7 @@ class _Run:
         self.history = history
         self.cancelled = cancelled
         self.request_id = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
-        self.calls_before = len(pipeline.llm.calls)
+        self.llm = pipeline.llm.recording()  # this request's own call log
         self.records: dict[int, TaskRecord] = {}
         self.timings: dict[str, float] = {}
         self.trace: dict[str, Any] = {
@@ -110,7 +110,7 @@ class _Run:
             ]
             rejected: list[PlanRejected] = []
             outcome = make_plan(
-                self.p.llm,
+                self.llm,
                 self.request,
                 files=infos,
                 history=self.history,
@@ -134,7 +134,7 @@ class _Run:
             yield StageStarted("select")
             with self._timed("select"):
                 choices = select_models(
-                    self.p.llm,
+                    self.llm,
                     plan,
                     self.p.catalog,
                     self.request,
@@ -182,7 +182,7 @@ class _Run:
         with self._timed("respond"):
             records = [self.records[t.id] for t in plan.tasks]
             parts = []
-            for delta in stream_answer(self.p.llm, answer_messages(self.request, records, self.workspace, self.history)):
+            for delta in stream_answer(self.llm, answer_messages(self.request, records, self.workspace, self.history)):
                 if self.cancelled.is_set():
                     return "".join(parts), "cancelled"
                 parts.append(delta)
@@ -211,7 +211,7 @@ class _Run:
             self.timings[stage] = time.perf_counter() - t0
 
     def _finish_trace(self, answer: str, error: str | None) -> dict[str, Any]:
-        calls = self.p.llm.calls[self.calls_before :]
+        calls = self.llm.calls
         self.trace.update(
             answer=answer,
             error=error,

@@ -221,3 +221,24 @@ def test_url_arguments_are_refused_when_fetching_is_off_and_guarded_when_on(serv
     _, done, _ = run(pipeline(server, endpoint, allow_urls=True), "caption this URL", tmp_path)
     assert done.trace["tasks"][0]["status"] == "failed" and "private or local" in done.trace["tasks"][0]["error"]
     assert endpoint.calls == []
+
+
+def test_concurrent_requests_keep_their_own_llm_calls(server, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    server.responder = lambda stage, body: (
+        '{"tasks": []}' if stage == "plan" else "answer to " + body["messages"][-1]["content"].split("\n")[0]
+    )
+    p = pipeline(server)
+
+    def ask(i):
+        events = list(p.run(f"question {i}", workspace=Workspace(tmp_path / f"c{i}")))
+        return i, events[-1]
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(ask, range(8)))
+    for i, done in results:
+        assert done.answer == f"answer to Request: question {i}"
+        prompts = [c["messages"][-1]["content"] for c in done.trace["llm_calls"]]
+        assert len(prompts) == 2 and all(f"question {i}" in m for m in prompts)
+    assert p.llm.calls == []  # the shared LLM keeps no log that would grow with every request
