@@ -17,16 +17,32 @@ import statistics
 import sys
 import tempfile
 import time
+from itertools import pairwise
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hugginggpt.catalog import Catalog, ModelCard, load_catalog  # noqa: E402
-from hugginggpt.catalog.storefile import Store, write_ranked  # noqa: E402
-from hugginggpt.catalog.store import SHIPPED  # noqa: E402
-from hugginggpt.tasks import TASKS  # noqa: E402
+from hugginggpt.catalog import Catalog, ModelCard, load_catalog
+from hugginggpt.catalog.store import SHIPPED
+from hugginggpt.catalog.storefile import write_ranked
+from hugginggpt.tasks import TASKS
 
-WORDS = "vision speech text image audio small large base tiny fine tuned multilingual fast robust".split()
+WORDS = [
+    "vision",
+    "speech",
+    "text",
+    "image",
+    "audio",
+    "small",
+    "large",
+    "base",
+    "tiny",
+    "fine",
+    "tuned",
+    "multilingual",
+    "fast",
+    "robust",
+]
 
 
 def rss_mb() -> float:
@@ -43,8 +59,14 @@ def synthetic(task: str, n: int, rng: random.Random, offset: int):
         words = rng.sample(WORDS, 4)
         yield ModelCard(
             id=f"org{(offset + i) % 5000}/{'-'.join(words[:2])}-{offset + i}",
-            task=task, downloads=downloads, likes=likes, library=rng.choice(["transformers", "diffusers", "keras"]),
-            local=rng.random() < 0.5, license="apache-2.0", languages=("en",), tags=tuple(words[2:]),
+            task=task,
+            downloads=downloads,
+            likes=likes,
+            library=rng.choice(["transformers", "diffusers", "keras"]),
+            local=rng.random() < 0.5,
+            license="apache-2.0",
+            languages=("en",),
+            tags=tuple(words[2:]),
             description=f"A synthetic {' '.join(words)} model to {TASKS[task].description}.",
         )
 
@@ -75,16 +97,20 @@ def main() -> int:
         count = write_ranked(groups, path)
         write_s = time.perf_counter() - t
         size_mb = path.stat().st_size / 2**20
-        print(f"entries: {count:,} over {len(tasks)} tasks ({per_task:,} per task), file {size_mb:.0f} MiB, "
-              f"written in {write_s:.1f} s")
+        print(
+            f"entries: {count:,} over {len(tasks)} tasks ({per_task:,} per task), file {size_mb:.0f} MiB, "
+            f"written in {write_s:.1f} s"
+        )
 
         gc.collect()
         before = rss_mb()
         open_s, catalog = timed(lambda: load_catalog([], shipped=path))
         print(f"open (load_catalog): {open_s * 1000:.2f} ms, RSS +{rss_mb() - before:.1f} MiB")
         shipped_s, _ = timed(lambda: load_catalog([], shipped=SHIPPED), repeat=5)
-        print(f"open the real shipped catalog ({len(load_catalog([], shipped=SHIPPED))} models): "
-              f"{shipped_s * 1000:.2f} ms")
+        print(
+            f"open the real shipped catalog ({len(load_catalog([], shipped=SHIPPED))} models): "
+            f"{shipped_s * 1000:.2f} ms"
+        )
 
         def query_times(cat: Catalog, runnable=None) -> tuple[list[float], list[float]]:
             cold, warm = [], []
@@ -93,13 +119,16 @@ def main() -> int:
                     t = time.perf_counter()
                     top = cat.candidates(task, k=args.k, runnable=runnable)
                     bucket.append((time.perf_counter() - t) * 1000)
-                    assert len(top) == args.k and all(a.rank_key <= b.rank_key for a, b in zip(top, top[1:]))
+                    assert len(top) == args.k and all(a.rank_key <= b.rank_key for a, b in pairwise(top))
             return cold, warm
 
         def report(label: str, times: tuple[list[float], list[float]]) -> None:
             cold, warm = times
-            print(f"top-{args.k} {label:34} cold median {statistics.median(cold):.3f} ms, max {max(cold):.3f} ms;"
-                  f" warm median {statistics.median(warm):.3f} ms, max {max(warm):.3f} ms")
+            print(
+                f"top-{args.k} {label:34} cold median {statistics.median(cold):.3f} ms, "
+                f"max {max(cold):.3f} ms; warm median {statistics.median(warm):.3f} ms, "
+                f"max {max(warm):.3f} ms"
+            )
 
         report("any model", query_times(catalog))
         catalog = load_catalog([], shipped=path)
@@ -112,8 +141,17 @@ def main() -> int:
         with open(user, "w") as f:
             for i in range(1000):
                 task = tasks[i % len(tasks)]
-                f.write(json.dumps({"id": f"user/model-{i}", "task": task, "downloads": rng.randrange(10**6),
-                                    "library": "transformers"}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "id": f"user/model-{i}",
+                            "task": task,
+                            "downloads": rng.randrange(10**6),
+                            "library": "transformers",
+                        }
+                    )
+                    + "\n"
+                )
         overlay_s, catalog = timed(lambda: load_catalog([user], shipped=path))
         print(f"open with a 1,000-entry user file: {overlay_s * 1000:.1f} ms")
         report("with the user overlay", query_times(catalog))
@@ -127,8 +165,10 @@ def main() -> int:
                 cards = [ModelCard.from_json(json.loads(line)) for line in f]
             eager = Catalog(cards)
             top = eager.candidates(tasks[0], k=args.k)
-            print(f"eager alternative (parse all, then sort): {time.perf_counter() - t:.1f} s, "
-                  f"RSS +{rss_mb() - before:.0f} MiB (top-{args.k} then {len(top)} models)")
+            print(
+                f"eager alternative (parse all, then sort): {time.perf_counter() - t:.1f} s, "
+                f"RSS +{rss_mb() - before:.0f} MiB (top-{args.k} then {len(top)} models)"
+            )
     return 0
 
 

@@ -82,9 +82,11 @@ def test_shipped_cards_are_well_formed(shipped):
 def test_sizes_stop_huge_models_before_download(shipped):
     bloom = shipped.get("bigscience/bloom", "text-generation")
     assert bloom.size_bytes >= 300 * 10**9 and bloom.local  # local by type; too big by size
-    fits = lambda c: c.size_bytes is None or c.size_bytes <= 8 * 2**30  # noqa: E731 (a runnable check)
+    fits = lambda c: c.size_bytes is None or c.size_bytes <= 8 * 2**30
     assert all(fits(c) for c in shipped.candidates("text-generation", k=5, runnable=fits))
-    assert "bigscience/bloom" not in [c.id for c in shipped.candidates("text-generation", k=30, runnable=fits)]
+    assert "bigscience/bloom" not in [
+        c.id for c in shipped.candidates("text-generation", k=30, runnable=fits)
+    ]
 
 
 def test_controlnet_entries_are_known_public_models(shipped):
@@ -114,10 +116,15 @@ def card(model_id: str, task: str = "summarization", downloads: int = 0, likes: 
 
 
 def test_ranking_downloads_then_likes_and_only_runnable():
-    catalog = Catalog([
-        card("a", downloads=10, likes=1), card("b", downloads=10, likes=5), card("c", downloads=99),
-        card("d", downloads=1, local=True), card("e", task="translation", downloads=1000),
-    ])
+    catalog = Catalog(
+        [
+            card("a", downloads=10, likes=1),
+            card("b", downloads=10, likes=5),
+            card("c", downloads=99),
+            card("d", downloads=1, local=True),
+            card("e", task="translation", downloads=1000),
+        ]
+    )
     assert [c.id for c in catalog.candidates("summarization", k=3)] == ["c", "b", "a"]
     assert [c.id for c in catalog.candidates("summarization", k=5, runnable=lambda c: c.local)] == ["d"]
     assert catalog.candidates("text-to-video") == []
@@ -141,7 +148,7 @@ def test_store_with_overlay_ranks_like_a_plain_sort(tmp_path):
     assert catalog.candidates("translation", k=1)[0].id == odd[0].id
     final = {(c.task, c.id): c for c in base + odd[1:] + overrides + extra}
     final[("translation", odd[0].id)] = card(odd[0].id, "translation", 10**6)
-    runnable = lambda c: hash(c.id) % 3 != 0  # noqa: E731
+    runnable = lambda c: hash(c.id) % 3 != 0
     for task in tasks:
         expected = sorted((c for c in final.values() if c.task == task), key=lambda c: c.rank_key)
         got = list(catalog.ranked(task))
@@ -163,15 +170,15 @@ def test_user_files_add_override_and_report_bad_entries(tmp_path, no_env):
     yaml_file = tmp_path / "mine.yaml"
     yaml_file.write_text(
         "models:\n"
-        "  - id: my-summariser\n"          # line 2: a local folder, relative to this file
+        "  - id: my-summariser\n"  # line 2: a local folder, relative to this file
         "    task: summarization\n"
         "    path: my-finetune\n"
         "    description: Our own summariser.\n"
-        "  - id: acme/hosted-sum\n"        # line 6: its own endpoint
+        "  - id: acme/hosted-sum\n"  # line 6: its own endpoint
         "    task: summarization\n"
         "    endpoint_url: http://127.0.0.1:9/generate\n"
         "    downloads: 5000000000\n"
-        "  - id: broken\n"                 # line 10: unknown task
+        "  - id: broken\n"  # line 10: unknown task
         "    task: make-coffee\n"
         "  - {id: typo, task: summarization, endpont_url: http://x}\n"  # line 12: unknown field
     )
@@ -179,16 +186,24 @@ def test_user_files_add_override_and_report_bad_entries(tmp_path, no_env):
     jsonl_file.write_text(
         '{"id": "facebook/bart-large-cnn", "task": "summarization", "endpoint_url": "https://my.server/bart"}\n'
         "\n"
-        '{"id": "x", "task": "summarization", "downloads": -3}\n'        # line 3: bad count
+        '{"id": "x", "task": "summarization", "downloads": -3}\n'  # line 3: bad count
         '{"id": "y", "task": "summarization", "path": "missing-folder"}\n'  # line 4: no such folder
-        "{not json\n"                                                    # line 5
+        "{not json\n"  # line 5
         '{"id": "z", "task": "summarization", "endpoint_url": "ftp://nope"}\n'  # line 6
         '{"id": "my-summariser", "task": "summarization", "likes": 7}\n'  # line 7: overrides line 2
     )
     catalog = load_catalog([yaml_file, jsonl_file])
     where = sorted(p.split(": ")[0] for p in catalog.problems)
-    assert where == sorted([f"{yaml_file}:10", f"{yaml_file}:12", f"{jsonl_file}:3", f"{jsonl_file}:4",
-                            f"{jsonl_file}:5", f"{jsonl_file}:6"])
+    assert where == sorted(
+        [
+            f"{yaml_file}:10",
+            f"{yaml_file}:12",
+            f"{jsonl_file}:3",
+            f"{jsonl_file}:4",
+            f"{jsonl_file}:5",
+            f"{jsonl_file}:6",
+        ]
+    )
     assert any("make-coffee" in p for p in catalog.problems)
     assert any("endpont_url" in p for p in catalog.problems)
 
@@ -213,7 +228,9 @@ def test_env_var_files_load_before_cli_files(tmp_path, monkeypatch):
     catalog = load_catalog([second])
     m = catalog.get("m", "translation")
     assert m.description == "from cli" and m.downloads == 1
-    assert catalog.problems == [f"{tmp_path / 'gone.yaml'}:0: cannot read the file (No such file or directory)"]
+    assert catalog.problems == [
+        f"{tmp_path / 'gone.yaml'}:0: cannot read the file (No such file or directory)"
+    ]
 
 
 def test_yaml_list_and_syntax_error_lines(tmp_path, no_env):
@@ -246,8 +263,9 @@ def test_prompt_lines_fit_the_budget_and_keep_ids(shipped):
 
 
 def test_prompt_lines_mark_unknown_counts():
-    lines = prompt_lines([card("x/cn", task="canny-text-to-image", counts_known=False, description="d")],
-                         max_tokens=100)
+    lines = prompt_lines(
+        [card("x/cn", task="canny-text-to-image", counts_known=False, description="d")], max_tokens=100
+    )
     assert "downloads: n/a" in lines[0] and lines[0].endswith(": d")
     assert prompt_lines([], max_tokens=100) == []
 

@@ -37,17 +37,33 @@ print("hi")
 """
 
 MODELS = [
-    HubModel("acme/summariser", "summarization", downloads=900, likes=12, library_name="transformers",
-             tags=["transformers", "safetensors", "bart", "en", "license:apache-2.0", "region:us"],
-             card_data={"license": "apache-2.0", "language": ["en"], "datasets": ["cnn_dailymail"]},
-             safetensors={"parameters": {"F32": 1000, "F16": 10}, "total": 1010}, readme=README),
-    HubModel("acme/tiny-sum", "summarization", downloads=50, likes=1, library_name="transformers", tags=["t5"]),
+    HubModel(
+        "acme/summariser",
+        "summarization",
+        downloads=900,
+        likes=12,
+        library_name="transformers",
+        tags=["transformers", "safetensors", "bart", "en", "license:apache-2.0", "region:us"],
+        card_data={"license": "apache-2.0", "language": ["en"], "datasets": ["cnn_dailymail"]},
+        safetensors={"parameters": {"F32": 1000, "F16": 10}, "total": 1010},
+        readme=README,
+    ),
+    HubModel(
+        "acme/tiny-sum", "summarization", downloads=50, likes=1, library_name="transformers", tags=["t5"]
+    ),
     HubModel("acme/third-sum", "summarization", downloads=10, library_name="transformers"),
     HubModel("facebook/bart-large-cnn", "summarization", downloads=7, likes=1, library_name="transformers"),
     HubModel("acme/painter", "text-to-image", downloads=300, library_name="diffusers", tags=["diffusers"]),
-    HubModel("acme/controlnet-canny-xl", "text-to-image", downloads=40, library_name="diffusers",
-             tags=["controlnet", "diffusers"]),
-    HubModel("acme/chat", "text-generation", downloads=80, library_name="transformers", tags=["conversational"]),
+    HubModel(
+        "acme/controlnet-canny-xl",
+        "text-to-image",
+        downloads=40,
+        library_name="diffusers",
+        tags=["controlnet", "diffusers"],
+    ),
+    HubModel(
+        "acme/chat", "text-generation", downloads=80, library_name="transformers", tags=["conversational"]
+    ),
 ]
 
 
@@ -55,8 +71,15 @@ def refresh(hub_url: str | None, *args: str, offline: bool = False) -> subproces
     env = dict(os.environ, HF_HUB_OFFLINE="1" if offline else "0", HF_HUB_DISABLE_TELEMETRY="1")
     if hub_url:
         env["HF_ENDPOINT"] = hub_url
-    return subprocess.run([sys.executable, "-m", "hugginggpt.catalog", "refresh", *args],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "hugginggpt.catalog", "refresh", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -67,17 +90,35 @@ def hub():
 
 def test_refresh_writes_a_user_catalog_from_the_hub(hub, tmp_path, monkeypatch):
     out = tmp_path / "refreshed.jsonl"
-    result = refresh(hub.url, "--task", "summarization", "--task", "text-to-image", "--task", "conversational",
-                     "--task", "canny-text-to-image", "--limit", "3", "--out", str(out))
+    result = refresh(
+        hub.url,
+        "--task",
+        "summarization",
+        "--task",
+        "text-to-image",
+        "--task",
+        "conversational",
+        "--task",
+        "canny-text-to-image",
+        "--limit",
+        "3",
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
     assert f"wrote 7 models for 4 task(s) to {out}" in result.stdout
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     by_key = {(r["task"], r["id"]): r for r in rows}
     assert [r["id"] for r in rows if r["task"] == "summarization"] == [
-        "acme/summariser", "acme/tiny-sum", "acme/third-sum"]  # the Hub's order, cut at --limit
+        "acme/summariser",
+        "acme/tiny-sum",
+        "acme/third-sum",
+    ]  # the Hub's order, cut at --limit
     top = by_key[("summarization", "acme/summariser")]
     assert top["downloads"] == 900 and top["likes"] == 12 and top["library"] == "transformers"
-    assert top["license"] == "apache-2.0" and top["languages"] == ["en"] and top["datasets"] == ["cnn_dailymail"]
+    assert (
+        top["license"] == "apache-2.0" and top["languages"] == ["en"] and top["datasets"] == ["cnn_dailymail"]
+    )
     assert top["size_bytes"] == 1000 * 4 + 10 * 2 and top["local"] is True
     assert top["tags"] == ["bart"]  # housekeeping tags dropped
     assert top["description"].startswith("Acme Summariser turns long reports into a short summary")
@@ -128,8 +169,10 @@ def test_refresh_rejects_unknown_tasks(tmp_path):
 
 
 def test_summary_takes_the_first_prose_paragraph():
-    assert summary(README) == ("Acme Summariser turns long reports into a short summary of three sentences. "
-                               "It was fine-tuned on news.")
+    assert summary(README) == (
+        "Acme Summariser turns long reports into a short summary of three sentences. "
+        "It was fine-tuned on news."
+    )
     assert summary("---\na: b\n---\n# Title only\n") == ""
     long = "word " * 200
     cut = summary(long, max_chars=50)

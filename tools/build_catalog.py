@@ -20,16 +20,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hugginggpt.catalog.card import ModelCard  # noqa: E402
-from hugginggpt.catalog.describe import describe  # noqa: E402
-from hugginggpt.catalog.rules import is_local  # noqa: E402
-from hugginggpt.catalog.storefile import write_store  # noqa: E402
-from hugginggpt.tasks import TASKS  # noqa: E402
+from hugginggpt.catalog.card import ModelCard
+from hugginggpt.catalog.describe import describe
+from hugginggpt.catalog.rules import is_local
+from hugginggpt.catalog.storefile import write_store
+from hugginggpt.tasks import TASKS
 
 P0 = ROOT.parent / "shared" / "catalog" / "p0_models.jsonl"
 OUT = ROOT / "hugginggpt" / "catalog" / "models.jsonl"
 
 # Libraries named by a tag or by the owner of the id.
+# fmt: off
 TAG_LIBRARIES = {
     "diffusers": "diffusers", "stable-diffusion-diffusers": "diffusers", "espnet": "espnet",
     "speechbrain": "speechbrain", "asteroid": "asteroid", "fairseq": "fairseq", "nemo": "nemo",
@@ -39,11 +40,14 @@ TAG_LIBRARIES = {
     "sentence-transformers": "sentence-transformers", "rwkv": "rwkv", "autotrain": "autotrain",
     "tune-a-video": "tune-a-video",
 }
+# fmt: on
+# fmt: off
 OWNER_LIBRARIES = {
     "speechbrain": "speechbrain", "espnet": "espnet", "pyannote": "pyannote-audio", "flair": "flair",
     "spacy": "spacy", "keras-io": "keras", "sentence-transformers": "sentence-transformers",
     "timm": "timm", "ultralyticsplus": "ultralytics", "templates": "generic",
 }
+# fmt: on
 # Known exceptions to the rules, checked by hand (weights not in a library's format).
 LIBRARY_OVERRIDES = {
     "damo-vilab/text-to-video-ms-1.7b": "diffusers",
@@ -61,14 +65,17 @@ RENAMED = {
 # at 2 bytes a parameter (half precision): enough for the runtime to refuse a model far over its
 # memory budget before downloading it. Unknown otherwise (None).
 PARAMS_IN_NAME = re.compile(r"(?:^|[-_/.])(\d+(?:\.\d+)?)([bBmM])(?=$|[-_.])")
+# fmt: off
 KNOWN_PARAMS = {
     "bigscience/bloom": 176e9, "bigscience/bloomz": 176e9, "google/flan-ul2": 20e9, "google/ul2": 20e9,
     "bigscience/T0pp": 11e9, "bigscience/T0": 11e9, "google/flan-t5-xxl": 11e9, "google/flan-t5-xl": 3e9,
     "google/flan-t5-large": 780e6, "google/flan-t5-base": 250e6, "google/flan-t5-small": 80e6,
     "openai/whisper-large": 1.55e9, "openai/whisper-large-v2": 1.55e9, "openai/whisper-medium": 769e6,
     "openai/whisper-small": 244e6, "openai/whisper-base": 74e6, "openai/whisper-tiny": 39e6,
-    "gpt2": 124e6, "gpt2-xl": 1.5e9, "distilgpt2": 82e6, "t5-small": 60e6, "t5-base": 220e6, "t5-large": 770e6,
+    "gpt2": 124e6, "gpt2-xl": 1.5e9, "distilgpt2": 82e6,
+    "t5-small": 60e6, "t5-base": 220e6, "t5-large": 770e6,
 }
+# fmt: on
 
 
 def approx_size(model_id: str) -> int | None:
@@ -132,7 +139,8 @@ def p0_cards(path: Path) -> list[ModelCard]:
             datasets = as_tuple(meta.get("datasets"))
             license_ = as_tuple(meta.get("license"))
             tags = tuple(
-                t for t in as_tuple(meta.get("tags"))
+                t
+                for t in as_tuple(meta.get("tags"))
                 if t.lower() not in GENERIC_TAGS and t != row["task"] and t not in languages
             )[:12]
             if row["id"] in RENAMED:
@@ -151,8 +159,12 @@ def p0_cards(path: Path) -> list[ModelCard]:
                     datasets=datasets,
                     tags=tags,
                     description=describe(
-                        model_id=model_id, task=row["task"], library=library,
-                        languages=languages, datasets=datasets, tags=tags,
+                        model_id=model_id,
+                        task=row["task"],
+                        library=library,
+                        languages=languages,
+                        datasets=datasets,
+                        tags=tags,
                     ),
                 )
             )
@@ -215,11 +227,21 @@ ANNOTATORS_V1 = "lllyasviel/ControlNet"  # the original release's annotator weig
 # control -> [(id, library, license, note)] for making control images from photos.
 CONTROL_ANNOTATORS = {
     "canny": [
-        ("canny-edge-detector", "builtin", None, "the Canny edge detector, no weights (the local runtime's own)"),
+        (
+            "canny-edge-detector",
+            "builtin",
+            None,
+            "the Canny edge detector, no weights (the local runtime's own)",
+        ),
         (ANNOTATORS, "controlnet_aux", "apache-2.0", "Canny edges, no weights needed"),
     ],
     "depth": [
-        ("Intel/dpt-hybrid-midas", "transformers", "apache-2.0", "MiDaS depth, as the depth ControlNet was trained on"),
+        (
+            "Intel/dpt-hybrid-midas",
+            "transformers",
+            "apache-2.0",
+            "MiDaS depth, as the depth ControlNet was trained on",
+        ),
         ("Intel/dpt-large", "transformers", "apache-2.0", "MiDaS depth"),
         ("LiheYoung/depth-anything-small-hf", "transformers", "apache-2.0", "Depth Anything"),
         (ANNOTATORS, "controlnet_aux", "apache-2.0", "MiDaS and Zoe depth detectors"),
@@ -243,7 +265,12 @@ CONTROL_ANNOTATORS = {
         ("usyd-community/vitpose-base-simple", "transformers", "apache-2.0", "ViTPose body keypoints"),
     ],
     "seg": [
-        ("openmmlab/upernet-convnext-small", "transformers", "mit", "UperNet on ADE20K, the seg ControlNet's palette"),
+        (
+            "openmmlab/upernet-convnext-small",
+            "transformers",
+            "mit",
+            "UperNet on ADE20K, the seg ControlNet's palette",
+        ),
         ("openmmlab/upernet-convnext-base", "transformers", "mit", "UperNet on ADE20K"),
         ("nvidia/segformer-b0-finetuned-ade-512-512", "transformers", "other", "SegFormer on ADE20K"),
         ("nvidia/segformer-b5-finetuned-ade-640-640", "transformers", "other", "SegFormer on ADE20K"),
@@ -282,26 +309,50 @@ def curated_cards(known: dict[tuple[str, str], ModelCard]) -> list[ModelCard]:
     for control, models in CONTROLNETS.items():
         task = f"{control}-text-to-image"
         for model_id, license_, base in models:
-            cards.append(ModelCard(
-                id=model_id, task=task, library="diffusers", license=license_, languages=("en",),
-                tags=("controlnet", control, base), **counts(model_id),
-                description=describe(model_id=model_id, task=task, library="diffusers", tags=("controlnet",),
-                                     note=f"a ControlNet for {base.split(':', 1)[1]}"),
-            ))
+            cards.append(
+                ModelCard(
+                    id=model_id,
+                    task=task,
+                    library="diffusers",
+                    license=license_,
+                    languages=("en",),
+                    tags=("controlnet", control, base),
+                    **counts(model_id),
+                    description=describe(
+                        model_id=model_id,
+                        task=task,
+                        library="diffusers",
+                        tags=("controlnet",),
+                        note=f"a ControlNet for {base.split(':', 1)[1]}",
+                    ),
+                )
+            )
     for control, models in CONTROL_ANNOTATORS.items():
         task = f"{control}-control"
         for model_id, library, license_, note in models:
-            cards.append(ModelCard(
-                id=model_id, task=task, library=library, license=license_,
-                tags=("controlnet-annotator", control), **counts(model_id),
-                description=describe(model_id=model_id, task=task, library=library, note=note),
-            ))
+            cards.append(
+                ModelCard(
+                    id=model_id,
+                    task=task,
+                    library=library,
+                    license=license_,
+                    tags=("controlnet-annotator", control),
+                    **counts(model_id),
+                    description=describe(model_id=model_id, task=task, library=library, note=note),
+                )
+            )
     for task, models in EXTRA.items():
         for model_id, library, license_ in models:
-            cards.append(ModelCard(
-                id=model_id, task=task, library=library, license=license_, **counts(model_id),
-                description=describe(model_id=model_id, task=task, library=library),
-            ))
+            cards.append(
+                ModelCard(
+                    id=model_id,
+                    task=task,
+                    library=library,
+                    license=license_,
+                    **counts(model_id),
+                    description=describe(model_id=model_id, task=task, library=library),
+                )
+            )
     return cards
 
 
@@ -339,8 +390,14 @@ def main(argv: list[str] | None = None) -> int:
     cards = base + [c for c in curated_cards(known) if (c.task, c.id) not in known]
     local, how = runtime_rule()
     # A ControlNet for another base (SD 2.1, SDXL) is not local: the runtime pairs them with SD 1.5.
-    cards = [replace(c, local=local(c) and not (c.task.endswith("-text-to-image") and SD15 not in c.tags
-                                                  and "controlnet" in c.tags)) for c in cards]
+    cards = [
+        replace(
+            c,
+            local=local(c)
+            and not (c.task.endswith("-text-to-image") and SD15 not in c.tags and "controlnet" in c.tags),
+        )
+        for c in cards
+    ]
     count = write_store(cards, args.out)
     per_task = Counter(c.task for c in cards)
     local_per_task = Counter(c.task for c in cards if c.local)

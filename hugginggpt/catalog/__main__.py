@@ -32,11 +32,18 @@ def cmd_refresh(args: argparse.Namespace) -> int:
 
     for task in tasks:
         if not hub_queries(task):
-            print(f"note: {task} has no Hub query (its models are annotators); the shipped entries stay",
-                  file=sys.stderr)
+            print(
+                f"note: {task} has no Hub query (its models are annotators); the shipped entries stay",
+                file=sys.stderr,
+            )
 
-    bar = tqdm(total=len(tasks) * args.limit, unit="model", desc="refresh", file=sys.stderr,
-               disable=args.quiet or None)
+    bar = tqdm(
+        total=len(tasks) * args.limit,
+        unit="model",
+        desc="refresh",
+        file=sys.stderr,
+        disable=args.quiet or None,
+    )
 
     def on_model(task: str, model_id: str) -> None:
         bar.set_postfix_str(task, refresh=False)
@@ -46,13 +53,17 @@ def cmd_refresh(args: argparse.Namespace) -> int:
         cards = list(fetch(tasks, limit=args.limit, card_text=not args.facts_only, on_model=on_model))
     except HubUnreachable as err:
         bar.close()
-        print(f"error: cannot reach the Hugging Face Hub at {constants.ENDPOINT} ({err}); "
-              f"nothing was written", file=sys.stderr)
+        print(
+            f"error: cannot reach the Hugging Face Hub at {constants.ENDPOINT} ({err}); nothing was written",
+            file=sys.stderr,
+        )
         return 1
     bar.close()
     n = write_user_file(cards, args.out)
-    print(f"wrote {n} models for {len(tasks)} task(s) to {args.out}; "
-          f"use it with --catalog {args.out} or HUGGINGGPT_CATALOG={args.out}")
+    print(
+        f"wrote {n} models for {len(tasks)} task(s) to {args.out}; "
+        f"use it with --catalog {args.out} or HUGGINGGPT_CATALOG={args.out}"
+    )
     return 0
 
 
@@ -98,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     refresh.add_argument("--facts-only", action="store_true", help="skip fetching each model card")
     refresh.add_argument("--quiet", action="store_true", help="no progress bar")
     refresh.set_defaults(run=cmd_refresh)
-    for name, helptext in (("list", "models per task, or the top ones of a task"), ("show", "one model's card")):
+    for name, helptext in (
+        ("list", "models per task, or the top ones of a task"),
+        ("show", "one model's card"),
+    ):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("--catalog", type=Path, action="append", default=[], help="a user catalog file")
         if name == "list":

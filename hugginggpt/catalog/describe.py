@@ -10,6 +10,7 @@ import re
 from ..tasks import TASKS
 
 # Model families worth naming, matched against the id and tags (first match wins).
+# fmt: off
 FAMILIES = (
     "controlnet", "stable-diffusion-xl", "stable-diffusion", "instruct-pix2pix", "text-to-video-ms",
     "whisper", "wav2vec2", "hubert", "speecht5", "vits", "bark", "musicgen", "ast", "clap",
@@ -21,9 +22,17 @@ FAMILIES = (
     "gpt-j", "gpt2", "bloom", "opt", "llama", "pythia", "deberta", "xlm-roberta", "roberta",
     "distilbert", "electra", "minilm", "mpnet", "bert",
 )
+# fmt: on
 
-NAMES = {"controlnet": "ControlNet", "stable-diffusion": "Stable Diffusion", "stable-diffusion-xl": "SDXL",
-         "whisper": "Whisper", "flan-t5": "FLAN-T5", "opus-mt": "OPUS-MT", "wav2vec2": "wav2vec 2.0"}
+NAMES = {
+    "controlnet": "ControlNet",
+    "stable-diffusion": "Stable Diffusion",
+    "stable-diffusion-xl": "SDXL",
+    "whisper": "Whisper",
+    "flan-t5": "FLAN-T5",
+    "opus-mt": "OPUS-MT",
+    "wav2vec2": "wav2vec 2.0",
+}
 
 
 def family(model_id: str, tags: tuple[str, ...] = ()) -> str | None:

@@ -20,12 +20,16 @@ from .describe import describe
 from .rules import is_local
 
 EXPAND = ["downloads", "likes", "library_name", "pipeline_tag", "tags", "cardData", "safetensors"]
+# fmt: off
 DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2,
                "I16": 2, "U16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+# fmt: on
 # Hub tags that say nothing about what a model does.
+# fmt: off
 NOISE_TAGS = ("region:", "license:", "dataset:", "arxiv:", "doi:", "endpoints_compatible",
               "autotrain_compatible", "text-generation-inference", "has_space", "safetensors", "pytorch",
               "tf", "jax", "deploy:", "model-index", "library:", "diffusers:", "custom_code")
+# fmt: on
 # The Hub's words for the ControlNet conditions (hed models are mostly published as "softedge").
 CONTROL_SEARCH = {"hed": "softedge", "seg": "seg", "normal": "normal"}
 
@@ -84,13 +88,15 @@ def card_from_info(task: str, info: Any, card_text: str | None) -> ModelCard:
     datasets = _as_tuple(data.get("datasets"))
     license_ = _as_tuple(data.get("license"))
     tags = tuple(
-        t for t in _as_tuple(info.tags)
+        t
+        for t in _as_tuple(info.tags)
         if not t.startswith(NOISE_TAGS) and t not in (task, library, info.pipeline_tag) and t not in languages
     )[:12]
     description = summary(card_text) if card_text else ""
     if not description:
-        description = describe(model_id=info.id, task=task, library=library, languages=languages,
-                               datasets=datasets, tags=tags)
+        description = describe(
+            model_id=info.id, task=task, library=library, languages=languages, datasets=datasets, tags=tags
+        )
     return ModelCard(
         id=info.id,
         task=task,
@@ -107,10 +113,12 @@ def card_from_info(task: str, info: Any, card_text: str | None) -> ModelCard:
     )
 
 
-_FRONT_MATTER = re.compile(r"\A---\s*\n.*?\n---\s*\n", re.S)
+_FRONT_MATTER = re.compile(r"\A---\s*\n.*?\n---\s*\n", re.DOTALL)
 _MARKUP = [
-    (re.compile(r"<!--.*?-->", re.S), " "), (re.compile(r"<[^>]+>"), " "),
-    (re.compile(r"!\[[^\]]*\]\([^)]*\)"), " "), (re.compile(r"\[([^\]]*)\]\([^)]*\)"), r"\1"),
+    (re.compile(r"<!--.*?-->", re.DOTALL), " "),
+    (re.compile(r"<[^>]+>"), " "),
+    (re.compile(r"!\[[^\]]*\]\([^)]*\)"), " "),
+    (re.compile(r"\[([^\]]*)\]\([^)]*\)"), r"\1"),
     (re.compile(r"[*_`]{1,3}"), ""),
 ]
 
@@ -118,7 +126,7 @@ _MARKUP = [
 def summary(card_text: str, *, max_chars: int = 300) -> str:
     """The first paragraph of prose in a model card (no front matter, headings, tables or code)."""
     text = _FRONT_MATTER.sub("", card_text)
-    text = re.sub(r"```.*?```", " ", text, flags=re.S)
+    text = re.sub(r"```.*?```", " ", text, flags=re.DOTALL)
     for paragraph in re.split(r"\n\s*\n", text):
         lines = [ln.strip() for ln in paragraph.strip().splitlines()]
         lines = [ln for ln in lines if ln and not ln.startswith(("#", "|", ">", "-", "*", "!", "[!"))]
@@ -138,8 +146,9 @@ def fetch_card_text(model_id: str) -> str | None:
     from huggingface_hub.utils import build_hf_headers, get_session
 
     try:
-        response = get_session().get(hf_hub_url(model_id, "README.md"), headers=build_hf_headers(),
-                                     follow_redirects=True, timeout=30)
+        response = get_session().get(
+            hf_hub_url(model_id, "README.md"), headers=build_hf_headers(), follow_redirects=True, timeout=30
+        )
     except OfflineModeIsEnabled as err:
         raise HubUnreachable(str(err)) from err
     except network_errors():
@@ -148,7 +157,10 @@ def fetch_card_text(model_id: str) -> str | None:
 
 
 def fetch(
-    tasks: Iterable[str], *, limit: int, card_text: bool = True,
+    tasks: Iterable[str],
+    *,
+    limit: int,
+    card_text: bool = True,
     on_model: Callable[[str, str], None] = lambda task, model_id: None,
 ) -> Iterator[ModelCard]:
     """Cards for each task's most downloaded models, live from the Hub (HF_ENDPOINT honoured)."""

@@ -122,14 +122,14 @@ class Store:
         if offset is None:
             return None
         stop = self._map.find(b"\n", offset)
-        return ModelCard.from_json(json.loads(self._map[offset: stop if stop >= 0 else len(self._map)]))
+        return ModelCard.from_json(json.loads(self._map[offset : stop if stop >= 0 else len(self._map)]))
 
     def _scan_ids(self, task: str) -> dict[bytes, int]:
         """Rows start {"id":<id>,"task":... (write_ranked writes the id first): one regex pass over
         the task's rows, no JSON parsing; ids are compared as the JSON strings written."""
         start, end, _ = self._index[task]
         before = self._base + start - 1  # the newline ending the previous line (or the header)
-        chunk = self._map[before: self._base + end]
+        chunk = self._map[before : self._base + end]
         return {m.group(1): before + m.start() + 1 for m in _ROW_ID.finditer(chunk)}
 
 

@@ -15,7 +15,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, unquote, urlparse
 
 
@@ -33,13 +33,21 @@ class HubModel:
 
     def api_json(self, expand: list[str]) -> dict[str, Any]:
         full = {
-            "_id": self.id, "id": self.id, "modelId": self.id, "downloads": self.downloads, "likes": self.likes,
-            "library_name": self.library_name, "pipeline_tag": self.pipeline_tag,
+            "_id": self.id,
+            "id": self.id,
+            "modelId": self.id,
+            "downloads": self.downloads,
+            "likes": self.likes,
+            "library_name": self.library_name,
+            "pipeline_tag": self.pipeline_tag,
             "tags": self.tags + ([self.pipeline_tag] if self.pipeline_tag else []),
-            "cardData": self.card_data, "safetensors": self.safetensors,
+            "cardData": self.card_data,
+            "safetensors": self.safetensors,
         }
         keep = set(expand) if expand else {"downloads", "likes", "library_name", "pipeline_tag", "tags"}
-        return {k: v for k, v in full.items() if (k in keep or k in ("_id", "id", "modelId")) and v is not None}
+        return {
+            k: v for k, v in full.items() if (k in keep or k in ("_id", "id", "modelId")) and v is not None
+        }
 
 
 class FakeHub:
@@ -55,7 +63,7 @@ class FakeHub:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_port}"
 
-    def __enter__(self) -> FakeHub:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
