@@ -135,17 +135,20 @@ class OpenAICompatibleLLM(LLM):
 
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
         if schema is not None and self._learnt.get("json_schema") is not False:
+            response_format = {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
             try:
-                response = self._create(
-                    **kwargs,
-                    response_format={"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}},
-                )
-                self._learnt["json_schema"] = True
-                call.json_mode = True
-                return self._text(response, call)
+                response = self._client.chat.completions.create(**kwargs, response_format=response_format)
             except (openai.BadRequestError, openai.UnprocessableEntityError):
-                # The server refuses structured output: fall back to plain text once, and remember.
+                # Maybe the server refuses structured output: try plain text, and if that works,
+                # remember not to ask again.
+                text = self._text(self._create(**kwargs), call)
                 self._learnt["json_schema"] = False
+                return text
+            except openai.APIError as e:
+                raise LLMError(self._explain(e)) from None
+            self._learnt["json_schema"] = True
+            call.json_mode = True
+            return self._text(response, call)
         return self._text(self._create(**kwargs), call)
 
     def _create(self, **kwargs: Any) -> Any:
@@ -153,8 +156,6 @@ class OpenAICompatibleLLM(LLM):
 
         try:
             return self._client.chat.completions.create(**kwargs)
-        except (openai.BadRequestError, openai.UnprocessableEntityError):
-            raise  # the caller decides: structured output refused
         except openai.APIError as e:
             raise LLMError(self._explain(e)) from None
 

@@ -31,7 +31,7 @@ from .events import (
 from .execute import ExecutionSettings, TaskRecord, execute_plan
 from .llm import LLM, LLMError, Message
 from .plan import FileRules
-from .planner import FileInfo, make_plan
+from .planner import FileInfo, plan_steps
 from .respond import answer_messages, missing_files, stream_answer
 from .select import select_models
 from .workspace import Workspace
@@ -108,8 +108,7 @@ class _Run:
                 FileInfo(kind_of_file(path) or "file", name, new=path in new_files)
                 for name, path in available.items()
             ]
-            rejected: list[PlanRejected] = []
-            outcome = make_plan(
+            steps = plan_steps(
                 self.llm,
                 self.request,
                 files=infos,
@@ -118,9 +117,14 @@ class _Run:
                 max_retries=s.max_plan_retries,
                 rules=FileRules(uploads=frozenset(available), allow_urls=s.allow_urls),
                 history_tokens=s.history_tokens,
-                on_rejected=lambda attempt, problems: rejected.append(PlanRejected(attempt, problems)),
             )
-        yield from rejected
+            while True:  # rejected plans are shown as they happen
+                try:
+                    attempt, problems = next(steps)
+                except StopIteration as finished:
+                    outcome = finished.value
+                    break
+                yield PlanRejected(attempt, problems)
         self.trace["plan_attempts"] = outcome.attempts
         self.trace["plan_problems"] = outcome.problems
         if outcome.plan is None:

@@ -19,7 +19,7 @@ from . import tasks as task_types
 
 RESOURCE = "<resource>-{}"
 # The spellings LLMs use for "the output of task N": <resource>-N, <resource-N>, <GENERATED>-N, ...
-_REFERENCE = re.compile(r"<\s*(?:resource|generated)\s*>?\s*-\s*(\d+)\s*>?", re.IGNORECASE)
+_REFERENCE = re.compile(r"<\s*(?:resource|generated)\s*>?\s*-\s*(\d+)(?:\s*>)?", re.IGNORECASE)
 _EXACT_REFERENCE = re.compile(r"^<resource>-(\d+)$")
 
 

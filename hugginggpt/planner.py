@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
 from . import prompts
@@ -90,7 +90,7 @@ def trim_history(history: Sequence[Message], budget_tokens: int) -> list[Message
     return kept[::-1]
 
 
-def make_plan(
+def plan_steps(
     llm: LLM,
     request: str,
     *,
@@ -100,13 +100,12 @@ def make_plan(
     max_retries: int = 2,
     rules: FileRules | None = None,
     history_tokens: int = 1500,
-    on_rejected=None,
-) -> PlanOutcome:
+) -> Generator[tuple[int, list[str]], None, PlanOutcome]:
     """Ask for a plan; while it has problems, show them to the LLM and ask again (bounded).
 
+    Yields (attempt, problems) for each rejected plan as it happens; returns the PlanOutcome.
     `rules=None` leaves literal file names unchecked (as for benchmark requests that only mention
     files); otherwise a file argument must name one of `rules.uploads`.
-    `on_rejected(attempt, problems)` is called for each rejected plan, as it happens.
     LLMError (the backend failing) propagates: that is not the plan's fault.
     """
     messages = planning_messages(request, files=files, history=history, shots=shots, history_tokens=history_tokens)
@@ -127,8 +126,7 @@ def make_plan(
             outcome.plan = plan
             return outcome
         outcome.problems.append(problems)
-        if on_rejected is not None:
-            on_rejected(attempt, problems)
+        yield attempt, problems
         messages = [
             *messages,
             {"role": "assistant", "content": reply},
@@ -136,6 +134,18 @@ def make_plan(
         ]
     outcome.error = f"No valid plan after {outcome.attempts} attempts. Last problems: " + "; ".join(problems)
     return outcome
+
+
+def make_plan(llm: LLM, request: str, *, on_rejected=None, **options) -> PlanOutcome:
+    """`plan_steps` run to the end; `on_rejected(attempt, problems)` hears each rejection."""
+    steps = plan_steps(llm, request, **options)
+    while True:
+        try:
+            attempt, problems = next(steps)
+        except StopIteration as finished:
+            return finished.value
+        if on_rejected is not None:
+            on_rejected(attempt, problems)
 
 
 def _validate_unchecked_files(plan: Plan) -> list[str]:

@@ -145,3 +145,18 @@ def test_history_is_trimmed_to_budget_newest_kept():
     assert kept and kept[-1]["content"].startswith("message 19")
     assert sum(len(m["content"]) for m in kept) // 4 <= 500
     assert len(kept) < len(history)
+
+
+def test_reference_spellings_keep_the_text_around_them():
+    from hugginggpt.plan import normalize_references
+
+    assert normalize_references("about <resource>-7 and <resource-2> or <GENERATED>-3, x") == (
+        "about <resource>-7 and <resource>-2 or <resource>-3, x")
+
+
+def test_a_bad_request_on_plain_text_is_an_llm_error_and_does_not_mark_schema_unsupported(server):
+    server.script("plan", Reply("context too long", status=400))
+    llm = llm_for(server)
+    with pytest.raises(LLMError, match="HTTP 400: .*context too long"):
+        make_plan(llm, "caption", rules=RULES)
+    assert "json_schema" not in llm._learnt  # both tries failed: nothing learnt about the schema
