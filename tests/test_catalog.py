@@ -64,9 +64,7 @@ def test_shipped_local_flags_agree_with_the_runtime(shipped):
         if not card.local:
             continue
         assert card.task in supported, card
-        # "builtin" (Canny, no weights) is not among the runtime's library aliases: ask without it.
-        library = None if card.library == "builtin" else card.library
-        assert models_local.can_run(card.task, card.id, library=library, size_bytes=0), card
+        assert models_local.can_run(card.task, card.id, library=card.library, size_bytes=0), card
 
 
 def test_shipped_cards_are_well_formed(shipped):

@@ -369,11 +369,7 @@ def runtime_rule():
     def local(card: ModelCard) -> bool:
         if not is_local(card.task, card.library, supported=supported):
             return False
-        # "builtin" (a control made without weights) is not in the runtime's library aliases yet.
-        library = None if card.library == "builtin" else card.library
-        # size_bytes=0: the shipped flag must not depend on this machine's memory budget; the
-        # controller's runnable check passes the card's size at run time.
-        return bool(models_local.can_run(card.task, card.id, library=library, size_bytes=0))
+        return bool(models_local.can_run(card.task, card.id, library=card.library, size_bytes=0))
 
     return local, f"models_local.can_run ({len(supported)} tasks have a handler)"
 
