@@ -15,6 +15,7 @@ from PIL import Image
 from tiny_vision import (  # noqa: F401
     draw_photo,
     tiny_blip,
+    tiny_blip_vqa,
     tiny_detr,
     tiny_donut,
     tiny_dpt,
@@ -23,6 +24,7 @@ from tiny_vision import (  # noqa: F401
     tiny_vilt,
     tiny_vision_root,
     tiny_vit,
+    tiny_vit_gpt2,
     tiny_vitpose,
 )
 
@@ -109,6 +111,12 @@ def test_image_to_text_blip(tiny_blip, photo, tmp_path):
     assert kinds(artifacts) == ["text"] and artifacts[0]["value"].strip()
 
 
+def test_image_to_text_vision_encoder_decoder(tiny_vit_gpt2, photo, tmp_path):
+    # an image processor and a tokenizer without a combined processor (like ViT-GPT2 captioners)
+    artifacts = run("image-to-text", tiny_vit_gpt2, tmp_path, image=photo)
+    assert kinds(artifacts) == ["text"] and isinstance(artifacts[0]["value"], str) and artifacts[0]["value"]
+
+
 def test_image_to_text_chat_vlm(tiny_llava, photo, tmp_path):
     artifacts = run("image-to-text", tiny_llava, tmp_path, image=photo)
     assert kinds(artifacts) == ["text"]
@@ -119,6 +127,11 @@ def test_visual_question_answering_llava(tiny_llava, photo, tmp_path):
     artifacts = run("visual-question-answering", tiny_llava, tmp_path, image=photo, text="what is in the image ?")
     assert kinds(artifacts) == ["text"] and artifacts[0]["value"]
     assert "what is in the image" not in artifacts[0]["value"]
+
+
+def test_visual_question_answering_blip(tiny_blip_vqa, photo, tmp_path):
+    artifacts = run("visual-question-answering", tiny_blip_vqa, tmp_path, image=photo, text="what is in the image ?")
+    assert kinds(artifacts) == ["text"] and artifacts[0]["value"]
 
 
 def test_visual_question_answering_vilt_classifier(tiny_vilt, photo, tmp_path):

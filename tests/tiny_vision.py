@@ -121,6 +121,38 @@ def build_blip_captioner(folder: Path) -> Path:
     return folder
 
 
+def build_blip_vqa(folder: Path) -> Path:
+    """BLIP's question-answering head (an answer decoder), with the captioner's processor."""
+    from transformers import BlipForQuestionAnswering
+
+    build_blip_captioner(folder)
+    BlipForQuestionAnswering.from_pretrained(folder).save_pretrained(folder)  # same config, VQA head
+    return folder
+
+
+def build_vit_gpt2(folder: Path) -> Path:
+    """A VisionEncoderDecoder captioner (ViT encoder + GPT-2 decoder): an image processor and a
+    tokenizer, no combined processor, as in nlpconnect/vit-gpt2-image-captioning."""
+    from transformers import (GPT2Config, ViTConfig, ViTImageProcessor, VisionEncoderDecoderConfig,
+                              VisionEncoderDecoderModel)
+
+    # Start and end tokens differ here (GPT-2 uses one for both) so a random decoder rarely stops at once.
+    tok = word_tokenizer(specials=["<|endoftext|>", "</s>"], max_len=64, unk_token="<|endoftext|>",
+                         bos_token="<|endoftext|>", eos_token="</s>", pad_token="<|endoftext|>")
+    encoder = ViTConfig(image_size=SIZE, patch_size=8, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=37)
+    decoder = GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2, n_positions=64, bos_token_id=0,
+                         eos_token_id=1, add_cross_attention=True, is_decoder=True)
+    config = VisionEncoderDecoderConfig(encoder=encoder.to_dict(), decoder=decoder.to_dict())
+    config.pad_token_id, config.decoder_start_token_id, config.eos_token_id = 0, 0, 1
+    model = VisionEncoderDecoderModel(config=config)
+    model.generation_config.update(decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    model.save_pretrained(folder)
+    ViTImageProcessor(size={"height": SIZE, "width": SIZE}).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
 def build_llava(folder: Path) -> Path:
     """A LLaVA-style chat VLM: tiny CLIP vision tower + tiny Llama, with a chat template."""
     from transformers import CLIPImageProcessor, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
@@ -285,6 +317,9 @@ def build_text_to_video(folder: Path) -> Path:
 def _fixture(builder):
     @pytest.fixture(scope="session")
     def build(tiny_vision_root: Path) -> str:
+        import torch
+
+        torch.manual_seed(0)  # the same random weights on every run
         return str(builder(tiny_vision_root / builder.__name__.removeprefix("build_")))
 
     return build
@@ -301,6 +336,8 @@ tiny_segformer = _fixture(build_segformer)
 tiny_dpt = _fixture(build_dpt)
 tiny_vitpose = _fixture(build_vitpose)
 tiny_blip = _fixture(build_blip_captioner)
+tiny_blip_vqa = _fixture(build_blip_vqa)
+tiny_vit_gpt2 = _fixture(build_vit_gpt2)
 tiny_llava = _fixture(build_llava)
 tiny_vilt = _fixture(build_vilt)
 tiny_donut = _fixture(build_donut)

@@ -40,8 +40,9 @@ def _unsupported(message: str) -> Exception:
 
 
 def load(source: str, device: Device, *, task: str) -> VisionLanguage:
-    from transformers import (AutoConfig, AutoModelForImageTextToText, AutoModelForVisualQuestionAnswering,
-                              AutoProcessor, AutoTokenizer)
+    from transformers import (AutoConfig, AutoImageProcessor, AutoModelForImageTextToText,
+                              AutoModelForVisualQuestionAnswering, AutoProcessor, AutoTokenizer,
+                              PreTrainedTokenizerBase)
     from transformers.models.auto.modeling_auto import MODEL_FOR_VISUAL_QUESTION_ANSWERING_MAPPING_NAMES
 
     config = AutoConfig.from_pretrained(source)
@@ -54,6 +55,8 @@ def load(source: str, device: Device, *, task: str) -> VisionLanguage:
         model = AutoModelForImageTextToText.from_pretrained(source, dtype=device.dtype)
     model = model.to(device.name).eval()
     processor = AutoProcessor.from_pretrained(source)
+    if isinstance(processor, PreTrainedTokenizerBase):  # no combined processor (ViT-GPT2 and the like)
+        processor = AutoImageProcessor.from_pretrained(source)
     tokenizer = getattr(processor, "tokenizer", None) or AutoTokenizer.from_pretrained(source)
 
     encoder = getattr(config, "encoder", None)
@@ -122,7 +125,7 @@ def _to(enc: Any, vl: VisionLanguage) -> dict[str, Any]:
 
 def _caption(vl: VisionLanguage, inputs: dict[str, str], out: Outputs) -> None:
     caption, _ = ask(vl, read_image(inputs["image"]), None)
-    out.text(caption)
+    out.text(caption or "(the model returned an empty caption)")
 
 
 def _answer(vl: VisionLanguage, inputs: dict[str, str], out: Outputs) -> None:
