@@ -265,6 +265,8 @@ def test_prompt_lines_mark_unknown_counts():
         [card("x/cn", task="canny-text-to-image", counts_known=False, description="d")], max_tokens=100
     )
     assert "downloads: n/a" in lines[0] and lines[0].endswith(": d")
+    sized = prompt_lines([card("x/big", size_bytes=14 * 10**9, description="d")], max_tokens=100)[0]
+    assert "; size: 14.0 GB" in sized
     assert prompt_lines([], max_tokens=100) == []
 
 

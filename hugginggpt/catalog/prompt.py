@@ -29,6 +29,8 @@ def _facts(card: ModelCard) -> list[str]:
     if card.library:
         facts.append(f"library: {card.library}")
     facts.append("runs locally" if card.local else "hosted")
+    if card.size_bytes:
+        facts.append(f"size: {card.size_bytes / 1e9:.1f} GB" if card.size_bytes >= 1e8 else "size: < 0.1 GB")
     if card.license:
         facts.append(f"license: {card.license}")
     if card.languages:
