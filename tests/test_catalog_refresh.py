@@ -69,6 +69,8 @@ MODELS = [
 
 def refresh(hub_url: str | None, *args: str, offline: bool = False) -> subprocess.CompletedProcess:
     env = dict(os.environ, HF_HUB_OFFLINE="1" if offline else "0", HF_HUB_DISABLE_TELEMETRY="1")
+    env["HF_HOME"] = str(ROOT / ".tmp" / "hf-home-catalog")  # no saved login token goes to the fake Hub
+    env.pop("HF_TOKEN", None)
     if hub_url:
         env["HF_ENDPOINT"] = hub_url
     return subprocess.run(
