@@ -55,6 +55,9 @@ LIBRARY_OVERRIDES = {
     "damo-vilab/modelscope-damo-text-to-video-synthesis": "modelscope",
     "cloudqi/CQI_Visual_Question_Awnser_PT_v0": "adapter-transformers",
     "davanstrien/testwebhook": None,
+    "caidas/swin2SR-classical-sr-x2-64": "transformers",  # Swin2SR super-resolution
+    "sparanoid/milky-green-sovits": "so-vits-svc",
+    "hivemind/gpt-j-6B-8bit": None,  # custom 8-bit layers, not loadable as a plain checkpoint
 }
 # Repositories that moved after the reference snapshot: same weights, new id (the old one is gone).
 RENAMED = {
