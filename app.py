@@ -1,0 +1,179 @@
+"""HuggingGPT in the browser: `python app.py`, also the Hugging Face Space entry point.
+
+A thin adapter: webui.chat runs requests through the pipeline and webui.render turns its events
+into chat messages; this file lays out the page and wires the events. Honours GRADIO_SERVER_NAME
+and GRADIO_SERVER_PORT (Gradio reads them in launch()), plus every HUGGINGGPT_* setting and
+HUGGINGGPT_APP_MAX_UPLOAD_MB (default 20) for the upload limit.
+"""
+
+# No `from __future__ import annotations`: Gradio finds the gr.Request parameters by their annotation.
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hugginggpt.catalog import Catalog
+from hugginggpt.config import INFERENCE_MODES, Settings, load_settings
+from hugginggpt.endpoints import Endpoint
+from hugginggpt.llm import LLM
+from webui.chat import DEFAULT_MAX_UPLOAD_BYTES, ChatApp, LLMChoice
+
+ROOT = Path(__file__).resolve().parent
+ASSETS = ROOT / "assets"
+CSS = """
+#status { font-size: 0.9em; opacity: 0.85; }
+#chat { min-height: 520px; }
+"""
+
+EXAMPLES = [
+    ("Describe this picture, then read the description aloud.", "street.png"),
+    ("What objects are in this image? Draw boxes around them.", "street.png"),
+    ("Transcribe this recording.", "speech.wav"),
+    ("Make a picture of a lighthouse at dusk and tell me what is in it.", None),
+]
+
+
+def build_demo(
+    settings: Settings | None = None,
+    *,
+    catalog: Catalog | None = None,
+    endpoint: Endpoint | None = None,
+    llm: LLM | None = None,
+    max_upload_bytes: int | None = None,
+    concurrency: int = 8,
+    public_llm_only: bool | None = None,
+):
+    """The Gradio app. Tests inject a catalog, an endpoint (or local tiny models) and an LLM URL."""
+    import gradio as gr
+
+    settings = settings or load_settings()
+    limit = max_upload_bytes or int(float(os.environ.get("HUGGINGGPT_APP_MAX_UPLOAD_MB", 0)) * 1e6) or DEFAULT_MAX_UPLOAD_BYTES
+    chat = ChatApp(settings, catalog=catalog, endpoint=endpoint, llm=llm, max_upload_bytes=limit,
+                   public_llm_only=public_llm_only)
+    publish = _publisher(chat.workdir)
+
+    with gr.Blocks(title="HuggingGPT") as demo:
+        gr.Markdown(
+            "## HuggingGPT\nAsk for something that needs models: the controller LLM plans tasks, picks "
+            "Hugging Face models for them, runs them and answers. Attach images or audio with the clip."
+        )
+        status = gr.Markdown(elem_id="status")
+        chatbot = gr.Chatbot(value=chat.welcome(), label="Conversation", elem_id="chat", height=620,
+                             autoscroll=True, group_consecutive_messages=False)
+        with gr.Row():
+            box = gr.MultimodalTextbox(
+                file_types=["image", "audio"], file_count="multiple", show_label=False, scale=8,
+                placeholder="Type a request; attach images or audio.", elem_id="request",
+            )
+            stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
+        traces = gr.File(label="Trace of each request (JSON)", file_count="multiple", interactive=False,
+                         elem_id="traces")
+        gr.Examples(examples=[[_example(text, name)] for text, name in EXAMPLES], inputs=[box],
+                    label="Examples (files in assets/)")
+        with gr.Accordion("Settings", open=False):
+            gr.Markdown("These apply to this browser session only; the API key is never stored or logged.")
+            with gr.Row():
+                base_url = gr.Textbox(label="LLM base URL", value=settings.llm_base_url or "",
+                                      placeholder="https://api.openai.com/v1 (OpenAI-compatible)")
+                model = gr.Textbox(label="LLM model", value=settings.llm_model or "",
+                                   placeholder="gpt-4o-mini, Qwen/Qwen2.5-72B-Instruct, ...")
+                key = gr.Textbox(label="API key", type="password", value="",
+                                 placeholder="empty: the server's key, if any")
+            with gr.Row():
+                mode = gr.Radio(list(INFERENCE_MODES), value=settings.inference, label="Where models run",
+                                info="local: in this process · hosted: HF Inference · hybrid: local first")
+                top_k = gr.Slider(1, 10, step=1, value=settings.top_k, label="Candidate models per task (top-K)")
+        choice_inputs = [base_url, model, key, mode, top_k]
+
+        def choice(base_url: str, model: str, key: str, mode: str, top_k: float) -> LLMChoice:
+            return LLMChoice(base_url or "", model or "", key or "", mode or "", top_k)
+
+        def respond(message: dict[str, Any], base_url, model, key, mode, top_k, request: gr.Request):
+            session = _session(request)
+            for messages, trace_files, running in chat.respond(session, message, choice(base_url, model, key, mode, top_k)):
+                yield publish(messages), [publish_file(t) for t in trace_files], gr.MultimodalTextbox(
+                    value=None, interactive=not running)
+
+        def publish_file(path: str) -> str:
+            return publish([{"content": {"path": path}}])[0]["content"]["path"]
+
+        def on_stop(request: gr.Request) -> None:
+            chat.stop(_session(request))
+
+        def on_clear(request: gr.Request):
+            chat.reset(_session(request))
+            return chat.welcome(), None
+
+        def on_unload(request: gr.Request) -> None:
+            chat.drop(_session(request))
+
+        def show_status(base_url, model, key, mode, top_k) -> str:
+            return chat.status(choice(base_url, model, key, mode, top_k))
+
+        run = box.submit(respond, [box, *choice_inputs], [chatbot, traces, box], api_name="chat",
+                         concurrency_limit=concurrency, show_progress="hidden")
+        run.then(lambda: gr.MultimodalTextbox(interactive=True), None, box, api_name=False)
+        stop.click(on_stop, None, None, queue=False, api_name="stop")
+        chatbot.clear(on_clear, None, [chatbot, traces], api_name="new_conversation")
+        for field in choice_inputs:
+            field.change(show_status, choice_inputs, status, api_name=False, show_progress="hidden")
+        demo.load(show_status, choice_inputs, status, api_name=False)
+        demo.unload(on_unload)
+    demo.chat_app = chat  # for tests and embedding: the conversations behind the page
+    return demo
+
+
+def launch_options(max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES) -> dict[str, Any]:
+    """launch() arguments shared by main() and the tests (Gradio 6 takes css in launch())."""
+    return {
+        "css": CSS,
+        # Only the example files are served by path; conversations' files are served from Gradio's
+        # cache under unguessable content-hash names, never by their workspace path.
+        "allowed_paths": [str(ASSETS)],
+        # A hard stop well above the friendly per-file check (which answers in the chat).
+        "max_file_size": max(4 * max_upload_bytes, 50_000_000),
+    }
+
+
+def _example(text: str, name: str | None) -> dict[str, Any]:
+    return {"text": text, "files": [str(ASSETS / name)] if name else []}
+
+
+def _session(request: Any) -> str:
+    return getattr(request, "session_hash", None) or "local"
+
+
+def _publisher(workdir: Path):
+    """Gradio copies a returned file into its cache only from the working directory, the temp dir or
+    allowed_paths. Listing the workspaces in allowed_paths would serve every conversation's files to
+    anyone with the path, so a workdir elsewhere (e.g. /data on a Space) is copied into the cache here."""
+    reachable = any(workdir.is_relative_to(Path(d).resolve()) for d in (os.getcwd(), tempfile.gettempdir()))
+
+    def publish(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if reachable:
+            return messages
+        from gradio import processing_utils, utils
+
+        out = []
+        for m in messages:
+            content = m.get("content")
+            if isinstance(content, dict) and "path" in content and Path(content["path"]).is_relative_to(workdir):
+                cached = processing_utils.save_file_to_cache(content["path"], utils.get_upload_folder())
+                m = {**m, "content": {**content, "path": cached}}
+            out.append(m)
+        return out
+
+    return publish
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = load_settings()
+    demo = build_demo(settings)
+    limit = demo.chat_app.max_upload_bytes
+    demo.queue(max_size=64).launch(**launch_options(limit))
+
+
+if __name__ == "__main__":
+    main()
