@@ -12,7 +12,7 @@ import pytest
 
 from hugginggpt.catalog import load_catalog
 from hugginggpt.catalog.hub import summary
-from tests.fakes.hub_server import FakeHub, HubModel
+from fakes.hub_server import FakeHub, HubModel
 
 ROOT = Path(__file__).resolve().parent.parent
 
