@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes.hub_server import FakeHub, HubModel
 
 from hugginggpt.catalog import load_catalog
 from hugginggpt.catalog.hub import summary
-from fakes.hub_server import FakeHub, HubModel
 
 ROOT = Path(__file__).resolve().parent.parent
 
