@@ -12,6 +12,7 @@ from tiny_vision import (  # noqa: F401
     draw_photo,
     tiny_controlnet,
     tiny_sd,
+    tiny_sd_image_variation,
     tiny_sd_controlnet,
     tiny_text_to_video,
     tiny_vision_root,
@@ -58,6 +59,12 @@ def test_image_to_image_from_a_text_to_image_checkpoint(tiny_sd, photo, tmp_path
 
 def test_image_to_image_without_prompt(tiny_sd, photo, tmp_path):
     only_image(models_local.run("image-to-image", tiny_sd, {"image": photo}, tmp_path), (SIDE, 24))
+
+
+def test_image_to_image_image_variation(tiny_sd_image_variation, photo, tmp_path):
+    # the prompt has no place in an image-conditioned pipeline: it is not passed
+    artifacts = models_local.run("image-to-image", tiny_sd_image_variation, {"image": photo, "text": "x"}, tmp_path)
+    only_image(artifacts, (SIDE, 24))
 
 
 def test_text_to_video_mp4(tiny_text_to_video, tmp_path):

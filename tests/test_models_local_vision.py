@@ -147,6 +147,11 @@ def test_document_question_answering_donut(tiny_donut, photo, tmp_path):
     assert "<s_" not in artifacts[0]["value"]  # task tokens are stripped
 
 
+def test_document_question_answering_chat_vlm(tiny_llava, photo, tmp_path):
+    artifacts = run("document-question-answering", tiny_llava, tmp_path, image=photo, text="what is the total ?")
+    assert kinds(artifacts) == ["text"] and artifacts[0]["value"]
+
+
 def test_document_question_answering_ocr_models_are_refused(tmp_path, photo):
     from transformers import LayoutLMConfig
 

@@ -277,6 +277,23 @@ def build_sd(folder: Path) -> Path:
     return folder
 
 
+def build_sd_image_variation(folder: Path) -> Path:
+    """An image-conditioned SD (like lambdalabs/sd-image-variations-diffusers): a CLIP image encoder
+    takes the text encoder's place, so the image is the whole condition."""
+    from diffusers import StableDiffusionImageVariationPipeline
+    from transformers import CLIPImageProcessor, CLIPVisionConfig, CLIPVisionModelWithProjection
+
+    parts = _sd_parts()
+    del parts["text_encoder"], parts["tokenizer"]
+    encoder = CLIPVisionModelWithProjection(CLIPVisionConfig(image_size=SIZE, patch_size=8, hidden_size=16,
+                                                             intermediate_size=37, num_hidden_layers=1,
+                                                             num_attention_heads=2, projection_dim=16))
+    features = CLIPImageProcessor(size={"shortest_edge": SIZE}, crop_size={"height": SIZE, "width": SIZE})
+    StableDiffusionImageVariationPipeline(**parts, image_encoder=encoder, feature_extractor=features,
+                                          safety_checker=None, requires_safety_checker=False).save_pretrained(folder)
+    return folder
+
+
 def _controlnet():
     from diffusers import ControlNetModel
 
@@ -342,6 +359,7 @@ tiny_llava = _fixture(build_llava)
 tiny_vilt = _fixture(build_vilt)
 tiny_donut = _fixture(build_donut)
 tiny_sd = _fixture(build_sd)
+tiny_sd_image_variation = _fixture(build_sd_image_variation)
 tiny_controlnet = _fixture(build_controlnet)
 tiny_sd_controlnet = _fixture(build_sd_controlnet)
 tiny_text_to_video = _fixture(build_text_to_video)

@@ -96,6 +96,8 @@ def _image_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
         kwargs["prompt"] = inputs.get("text") or ""
     if "strength" in params:
         kwargs["strength"] = STRENGTH
+    if "height" in params and "width" in params:  # pipelines that do not follow the input's size
+        kwargs["width"], kwargs["height"] = image.size
     out.image(pipe(**kwargs).images[0])
 
 
