@@ -10,6 +10,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from .card import ModelCard
 from .describe import describe
 from .rules import is_local
 
+CARD_WORKERS = 8  # model cards fetched at the same time
 EXPAND = ["downloads", "likes", "library_name", "pipeline_tag", "tags", "cardData", "safetensors"]
 # fmt: off
 DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2,
@@ -177,10 +179,11 @@ def fetch(
             except network_errors() as err:
                 first_line = str(err).splitlines()[0] if str(err) else ""
                 raise HubUnreachable(f"{type(err).__name__}: {first_line}") from err
-            for info in infos:
-                text = fetch_card_text(info.id) if card_text else None
-                on_model(task, info.id)
-                yield card_from_info(task, info, text)
+            with ThreadPoolExecutor(max_workers=CARD_WORKERS) as pool:  # READMEs: I/O bound
+                texts = pool.map(fetch_card_text, [i.id for i in infos]) if card_text else [None] * len(infos)
+                for info, text in zip(infos, texts, strict=True):
+                    on_model(task, info.id)
+                    yield card_from_info(task, info, text)
 
 
 def write_user_file(cards: Iterable[ModelCard], path: Path) -> int:
