@@ -84,3 +84,37 @@ def test_audio_to_audio_refuses_other_architectures(tiny, tmp_path):
     audio = write_tone(tmp_path / "voice.wav", seconds=0.2)
     with pytest.raises(RuntimeUnsupported, match="audio-to-audio"):
         models_local.run("audio-to-audio", tiny("wav2vec2-ctc"), {"audio": str(audio)}, tmp_path)
+
+
+def test_speecht5_generation_stays_within_its_positions(tiny):
+    from transformers import AutoConfig
+
+    from models_local.handlers.audio import _maxlenratio, _speech_frames
+
+    config = AutoConfig.from_pretrained(tiny("speecht5-vc"))
+    for samples in (16000, 160000):
+        frames = _speech_frames(config, samples)
+        assert int(frames * _maxlenratio(config, frames) / config.reduction_factor) <= config.max_speech_positions - 2
+    assert _speech_frames(config, 16000) == ((16000 - 10) // 5 + 1 - 4) // 4 + 1
+
+
+@pytest.mark.parametrize("task,name", [
+    ("automatic-speech-recognition", "whisper"),
+    ("audio-classification", "wav2vec2-audio-classifier"),
+    ("audio-to-audio", "speecht5-vc"),  # the speaker vector and vocoder casts are shared with SpeechT5 TTS
+])
+def test_half_precision_paths(tiny, tmp_path, task, name):
+    """What a GPU runs: weights in float16, inputs, speaker vector and vocoder cast to match (here on CPU)."""
+    import torch
+
+    from models_local import Runtime
+    from models_local.handlers.base import Device
+
+    runtime = Runtime(memory_budget_bytes=2**30, device="cpu")
+    runtime.device = Device("cpu", torch.float16)
+    audio = write_tone(tmp_path / "in.wav", seconds=1.0, rate=16000)
+    inputs = {"text": "hello world"} if task == "text-to-speech" else {"audio": str(audio)}
+    artifacts = runtime.run(task, tiny(name), inputs, tmp_path)
+    assert set(TASKS[task].outputs) <= {a["kind"] for a in artifacts}
+    (entry,) = runtime._cache.values()
+    assert entry.obj.model.dtype == torch.float16

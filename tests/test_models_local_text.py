@@ -154,3 +154,23 @@ def test_tabular_rejects_a_table_without_the_model_columns(tiny, tmp_path):
         models_local.run("tabular-classification", tiny("sklearn-skops"), {"text": "a,b\n1,2\n"}, tmp_path)
     assert not models_local.can_run("tabular-classification", tiny("sklearn-skops"), library="keras")
     assert models_local.can_run("tabular-classification", tiny("sklearn-skops"), library="skops")
+
+
+@pytest.mark.parametrize("task,name,inputs", [
+    ("question-answering", "bert-qa", {"text": "where is paris?", "context": "paris is in france"}),
+    ("sentence-similarity", "bert-embedder-dense", {"text": "the cat sat", "text2": "the cat sat"}),
+    ("conversational", "llama-chat", {"text": "hello"}),
+])
+def test_half_precision_paths(tiny, tmp_path, task, name, inputs):
+    """What a GPU runs: float16 weights, inputs cast to match (here on CPU)."""
+    import torch
+
+    from models_local import Runtime
+    from models_local.handlers.base import Device
+
+    runtime = Runtime(memory_budget_bytes=2**30, device="cpu")
+    runtime.device = Device("cpu", torch.float16)
+    artifacts = runtime.run(task, tiny(name), inputs, tmp_path)
+    assert set(TASKS[task].outputs) <= {a["kind"] for a in artifacts}
+    (entry,) = runtime._cache.values()
+    assert entry.obj.model.dtype == torch.float16

@@ -286,7 +286,7 @@ def _speecht5(folder: Path, model_class: str) -> None:
                             speech_decoder_postnet_layers=2, speaker_embedding_dim=16, num_mel_bins=80,
                             reduction_factor=2, conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 4),
                             num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
-                            max_text_positions=256, max_speech_positions=1024)
+                            max_text_positions=256, max_speech_positions=64)
     getattr(transformers, model_class)(config).save_pretrained(folder)
     vocoder = SpeechT5HifiGanConfig(model_in_dim=80, upsample_initial_channel=32, upsample_rates=[4, 4],
                                     upsample_kernel_sizes=[8, 8], resblock_kernel_sizes=[3],

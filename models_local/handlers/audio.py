@@ -107,6 +107,18 @@ def _speecht5(auto: str, folder: str, device: Device) -> Bundle:
                   extra={"vocoder": _vocoder(folder, device), "speaker": _speaker(folder, model)})
 
 
+def _maxlenratio(config: Any, encoder_length: int) -> float:
+    """SpeechT5 generates up to encoder_length * ratio / reduction frames; the decoder's positions cap it."""
+    return min(20.0, (config.max_speech_positions - 2) * config.reduction_factor / max(encoder_length, 1))
+
+
+def _speech_frames(config: Any, samples: int) -> int:
+    """Frames the speech encoder's convolutions make of `samples` (the same arithmetic as the model)."""
+    for kernel, stride in zip(config.conv_kernel, config.conv_stride, strict=True):
+        samples = (samples - kernel) // stride + 1
+    return max(samples, 0)
+
+
 def _write_speech(b: Bundle, waveform: Any, out: Outputs) -> None:
     rate = getattr(b.extra["vocoder"].config, "sampling_rate", 16000)
     out.audio(waveform.float().cpu().numpy(), rate)
@@ -146,7 +158,8 @@ def _speak(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     enc = b.processor(text=inputs["text"], return_tensors="pt")
     ids = enc["input_ids"][:, : b.model.config.max_text_positions].to(b.device.name)
     with torch.inference_mode():
-        waveform = b.model.generate_speech(ids, b.extra["speaker"], vocoder=b.extra["vocoder"])
+        waveform = b.model.generate_speech(ids, b.extra["speaker"], vocoder=b.extra["vocoder"],
+                                           maxlenratio=_maxlenratio(b.model.config, ids.shape[-1]))
     _write_speech(b, waveform, out)
 
 
@@ -164,11 +177,18 @@ def _load_voice_converter(folder: str, device: Device) -> Bundle:
 def _convert(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     import torch
 
+    config = b.model.config
     rate = b.processor.feature_extractor.sampling_rate
-    features = b.processor(audio=read_audio(inputs["audio"], rate), sampling_rate=rate, return_tensors="pt")
+    samples = read_audio(inputs["audio"], rate)
+    per_frame = 1
+    for stride in config.conv_stride:
+        per_frame *= stride
+    samples = samples[: (config.max_speech_positions - 2) * per_frame]  # what the encoder's positions can hold
+    features = b.processor(audio=samples, sampling_rate=rate, return_tensors="pt")
     values = features["input_values"].to(b.device.name, b.model.dtype)
+    ratio = _maxlenratio(config, _speech_frames(config, values.shape[-1]))
     with torch.inference_mode():
-        waveform = b.model.generate_speech(values, b.extra["speaker"], vocoder=b.extra["vocoder"])
+        waveform = b.model.generate_speech(values, b.extra["speaker"], vocoder=b.extra["vocoder"], maxlenratio=ratio)
     _write_speech(b, waveform, out)
 
 
