@@ -26,6 +26,7 @@ from tiny_vision import (  # noqa: F401
     tiny_vit,
     tiny_vit_gpt2,
     tiny_vitpose,
+    tiny_vitpose_plus,
 )
 
 import models_local
@@ -206,8 +207,9 @@ def test_seg_control_segformer(tiny_segformer, photo, tmp_path):
     assert 1 <= len(colours) <= 5  # one colour per class found; the tiny model has 5 classes
 
 
-def test_openpose_control_vitpose(tiny_vitpose, photo, tmp_path):
-    artifacts = run("openpose-control", tiny_vitpose, tmp_path, image=photo)
+@pytest.mark.parametrize("model", ["tiny_vitpose", "tiny_vitpose_plus"])
+def test_openpose_control_vitpose(model, request, photo, tmp_path):
+    artifacts = run("openpose-control", request.getfixturevalue(model), tmp_path, image=photo)
     assert kinds(artifacts) == ["image", "data"]
     opened(artifacts[0])
     people = artifacts[1]["value"]

@@ -91,11 +91,13 @@ def build_dpt(folder: Path) -> Path:
     return folder
 
 
-def build_vitpose(folder: Path) -> Path:
+def build_vitpose(folder: Path, experts: int = 1) -> Path:
+    """ViTPose with COCO's 17 keypoints; experts > 1 makes a ViTPose+ (mixture of experts) backbone."""
     from transformers import VitPoseBackboneConfig, VitPoseConfig, VitPoseForPoseEstimation, VitPoseImageProcessor
 
     backbone = VitPoseBackboneConfig(image_size=[64, 48], patch_size=[16, 16], hidden_size=32, num_hidden_layers=2,
-                                     num_attention_heads=2, intermediate_size=37, out_indices=[2])
+                                     num_attention_heads=2, intermediate_size=37, out_indices=[2],
+                                     num_experts=experts, part_features=8)
     config = VitPoseConfig(backbone_config=backbone, num_labels=17)
     VitPoseForPoseEstimation(config).save_pretrained(folder)
     VitPoseImageProcessor(size={"height": 64, "width": 48}).save_pretrained(folder)
@@ -103,6 +105,10 @@ def build_vitpose(folder: Path) -> Path:
 
 
 # ---- image + text -------------------------------------------------------------------------------
+
+def build_vitpose_plus(folder: Path) -> Path:
+    return build_vitpose(folder, experts=2)
+
 
 def build_blip_captioner(folder: Path) -> Path:
     from transformers import BlipConfig, BlipForConditionalGeneration, BlipImageProcessor, BlipProcessor
@@ -352,6 +358,7 @@ tiny_detr = _fixture(build_detr)
 tiny_segformer = _fixture(build_segformer)
 tiny_dpt = _fixture(build_dpt)
 tiny_vitpose = _fixture(build_vitpose)
+tiny_vitpose_plus = _fixture(build_vitpose_plus)
 tiny_blip = _fixture(build_blip_captioner)
 tiny_blip_vqa = _fixture(build_blip_vqa)
 tiny_vit_gpt2 = _fixture(build_vit_gpt2)

@@ -153,6 +153,8 @@ def _load_pose(source: str, device: Device) -> PoseModel:
     from transformers import AutoModelForPoseEstimation, AutoProcessor
 
     model = AutoModelForPoseEstimation.from_pretrained(source, dtype=device.dtype).to(device.name).eval()
+    if model.config.num_labels < 17:  # COCO-WholeBody also starts with COCO's 17 body keypoints
+        raise diffusion.unsupported(f"{source} does not predict COCO's 17 body keypoints")
     return PoseModel(model, AutoProcessor.from_pretrained(source), device)
 
 
@@ -164,6 +166,9 @@ def pose_keypoints(pose: PoseModel, image: Any) -> list[list[tuple[float, float,
     enc = pose.processor(image, boxes=boxes, return_tensors="pt")
     enc = {k: v.to(pose.device.name, dtype=pose.device.dtype) if v.is_floating_point() else v.to(pose.device.name)
            for k, v in enc.items()}
+    backbone = getattr(pose.model.config, "backbone_config", None)
+    if getattr(backbone, "num_experts", 1) > 1:  # ViTPose+ mixes experts per dataset: 0 is COCO
+        enc["dataset_index"] = torch.zeros(1, dtype=torch.long, device=pose.device.name)
     with torch.inference_mode():
         output = pose.model(**enc)
     output.heatmaps = output.heatmaps.float().cpu()
