@@ -60,7 +60,7 @@ def describe(
     purpose = spec.description if spec else task.replace("-", " ")
     fam = family(model_id, tags)
     name = NAMES.get(fam, fam.upper() if fam and len(fam) <= 4 else fam)
-    what = f"A {name} model" if fam else "A model"
+    what = f"{'An' if name[0].lower() in 'aeiou' else 'A'} {name} model" if fam else "A model"
     if library:
         what += f" ({library})"
     text = f"{what} to {purpose}"
