@@ -115,6 +115,17 @@ def test_conversational_uses_the_chat_template(tiny, tmp_path):
     assert isinstance(reply, str) and "user:" not in reply  # the reply only, not the templated prompt
 
 
+def test_conversational_without_a_chat_template_replies_after_end_of_text(tiny, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = tiny("gpt2")  # DialoGPT style: a GPT-2 without a chat template
+    reply = run("conversational", folder, {"text": "hello world"}, tmp_path)["text"]
+    tok, model = AutoTokenizer.from_pretrained(folder), AutoModelForCausalLM.from_pretrained(folder)
+    prompt = tok("hello world" + tok.eos_token, return_tensors="pt")
+    ids = model.generate(**prompt, max_new_tokens=16, pad_token_id=tok.eos_token_id)
+    assert reply == tok.decode(ids[0][prompt["input_ids"].shape[-1]:], skip_special_tokens=True).strip()
+
+
 def test_conversational_with_an_encoder_decoder_model(tiny, tmp_path):
     assert isinstance(run("conversational", tiny("t5"), {"text": "hello"}, tmp_path)["text"], str)
 

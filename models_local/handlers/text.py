@@ -187,24 +187,29 @@ def _load_generator(folder: str, device: Device) -> Bundle:
     return Bundle(load_model("AutoModelForCausalLM", folder, device), _tokenizer(folder), device)
 
 
-def _generate(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
-    import torch
+def _generator(task: str):
+    def call(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
+        import torch
 
-    tok = b.processor
-    if b.model.config.is_encoder_decoder:
-        _seq2seq("text2text-generation")(b, inputs, out)
-        return
-    chat = bool(getattr(tok, "chat_template", None))
-    if chat:  # instruction-tuned: the prompt is a user turn, the output is the assistant's reply
-        enc = tok.apply_chat_template([{"role": "user", "content": inputs["text"]}], add_generation_prompt=True,
-                                      return_tensors="pt", return_dict=True)
-    else:  # a base model continues the prompt
-        enc = tok(inputs["text"], return_tensors="pt")
-    with torch.inference_mode():
-        ids = b.model.generate(**to_device(enc, b), **_generate_kwargs(b.model, tok))
-    prompt_len = enc["input_ids"].shape[-1]
-    new = tok.decode(ids[0][prompt_len:], skip_special_tokens=True)
-    out.text(new.strip() if chat else inputs["text"] + new)
+        tok = b.processor
+        if b.model.config.is_encoder_decoder:
+            _seq2seq("text2text-generation")(b, inputs, out)
+            return
+        chat = bool(getattr(tok, "chat_template", None))
+        if chat:  # instruction-tuned: the prompt is a user turn, the output is the assistant's reply
+            enc = tok.apply_chat_template([{"role": "user", "content": inputs["text"]}],
+                                          add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        elif task == "conversational" and tok.eos_token:  # DialoGPT style: turns separated by end-of-text
+            enc = tok(inputs["text"] + tok.eos_token, return_tensors="pt")
+        else:  # a base model continues the prompt
+            enc = tok(inputs["text"], return_tensors="pt")
+        with torch.inference_mode():
+            ids = b.model.generate(**to_device(enc, b), **_generate_kwargs(b.model, tok))
+        new = tok.decode(ids[0][enc["input_ids"].shape[-1]:], skip_special_tokens=True)
+        # a reply stands alone; a continuation is returned with its prompt, as the HF pipeline does
+        out.text(new.strip() if chat or task == "conversational" else inputs["text"] + new)
+
+    return call
 
 
 # ---- question-answering --------------------------------------------------------------------------
@@ -337,7 +342,7 @@ HANDLERS: dict[str, Handler] = {
     "summarization": Handler(_load_seq2seq, _seq2seq("summarization")),
     "translation": Handler(_load_seq2seq, _seq2seq("translation")),
     "question-answering": Handler(_load_qa, _answer),
-    "conversational": Handler(_load_generator, _generate),
-    "text-generation": Handler(_load_generator, _generate),
+    "conversational": Handler(_load_generator, _generator("conversational")),
+    "text-generation": Handler(_load_generator, _generator("text-generation")),
     "sentence-similarity": Handler(_load_embedder, _similarity),
 }
