@@ -23,7 +23,7 @@ class Device:
 @dataclass(frozen=True)
 class Handler:
     # (source: hub id or local folder, device) -> the loaded object (a pipeline, or a bundle of
-    # model + processor); it is cached by the runtime, keyed by (task, source).
+    # model + processor); it is cached by the runtime, keyed by (loader function, source).
     load: Callable[[str, Device], Any]
     # (loaded object, inputs by argument name, outputs) -> None; writes artifacts into `outputs`.
     call: Callable[[Any, dict[str, str], Outputs], None]
