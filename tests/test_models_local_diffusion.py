@@ -112,3 +112,18 @@ def test_control_image_feeds_controlnet(tiny_controlnet, tiny_sd, photo, tmp_pat
     drawn = models_local.run("canny-text-to-image", tiny_controlnet, {"image": edges, "text": "a cat"},
                              tmp_path / "b")
     only_image(drawn, (SIDE, 24))
+
+
+@pytest.mark.parametrize(("task", "model"), [("text-to-image", "tiny_sd"), ("text-to-video", "tiny_text_to_video")])
+def test_half_precision_pipelines(task, model, request, tmp_path):
+    """On a GPU the runtime loads in float16 (checked here on CPU)."""
+    import torch
+
+    from models_local.handlers import HANDLERS, Device, Outputs
+
+    handler = HANDLERS[task]
+    pipe = handler.load(request.getfixturevalue(model), Device("cpu", torch.float16))
+    assert pipe.unet.dtype == torch.float16
+    out = Outputs(tmp_path)
+    handler.call(pipe, {"text": "a cat"}, out)
+    assert [a["kind"] for a in out.artifacts] == [task.rsplit("-", 1)[-1]]

@@ -223,3 +223,27 @@ def test_hed_and_mlsd_control_are_not_served(control, photo, tmp_path):
     assert f"{control}-text-to-image" in models_local.SUPPORTED_TASKS
     with pytest.raises(RuntimeUnsupported):
         models_local.run(f"{control}-control", str(tmp_path), {"image": photo}, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("task", "model", "extra"),
+    [
+        ("object-detection", "tiny_detr", {"threshold": "0"}),
+        ("depth-estimation", "tiny_dpt", {}),
+        ("visual-question-answering", "tiny_llava", {"text": "what is it ?"}),
+        ("visual-question-answering", "tiny_vilt", {"text": "what is it ?"}),
+        ("document-question-answering", "tiny_donut", {"text": "what is it ?"}),
+        ("openpose-control", "tiny_vitpose", {}),
+    ],
+)
+def test_half_precision_inputs_follow_the_model(task, model, extra, request, photo, tmp_path):
+    """On a GPU the runtime loads in float16: pixel inputs must be cast to it (checked here on CPU)."""
+    import torch
+
+    from models_local.handlers import HANDLERS, Device, Outputs
+
+    handler = HANDLERS[task]
+    loaded = handler.load(request.getfixturevalue(model), Device("cpu", torch.float16))
+    out = Outputs(tmp_path)
+    handler.call(loaded, {"image": photo, **extra}, out)
+    assert out.artifacts and out.artifacts[0]["kind"] in ("image", "text")
