@@ -3,7 +3,8 @@
 A thin adapter: webui.chat runs requests through the pipeline and webui.render turns its events
 into chat messages; this file lays out the page and wires the events. Honours GRADIO_SERVER_NAME
 and GRADIO_SERVER_PORT (Gradio reads them in launch()), plus every HUGGINGGPT_* setting and
-HUGGINGGPT_APP_MAX_UPLOAD_MB (default 20) for the upload limit.
+HUGGINGGPT_APP_MAX_UPLOAD_MB (default 20, per file) and HUGGINGGPT_APP_CONCURRENCY (requests
+answered at once across all sessions, default 8).
 """
 
 # No `from __future__ import annotations`: Gradio finds the gr.Request parameters by their annotation.
@@ -41,14 +42,15 @@ def build_demo(
     endpoint: Endpoint | None = None,
     llm: LLM | None = None,
     max_upload_bytes: int | None = None,
-    concurrency: int = 8,
+    concurrency: int | None = None,
     public_llm_only: bool | None = None,
 ):
     """The Gradio app. Tests inject a catalog, an endpoint (or local tiny models) and an LLM URL."""
     import gradio as gr
 
     settings = settings or load_settings()
-    limit = max_upload_bytes or int(float(os.environ.get("HUGGINGGPT_APP_MAX_UPLOAD_MB", 0)) * 1e6) or DEFAULT_MAX_UPLOAD_BYTES
+    limit = max_upload_bytes or int(float(os.environ.get("HUGGINGGPT_APP_MAX_UPLOAD_MB") or 0) * 1e6) or DEFAULT_MAX_UPLOAD_BYTES
+    concurrency = concurrency or int(os.environ.get("HUGGINGGPT_APP_CONCURRENCY") or 8)
     chat = ChatApp(settings, catalog=catalog, endpoint=endpoint, llm=llm, max_upload_bytes=limit,
                    public_llm_only=public_llm_only)
     publish = _publisher(chat.workdir)
@@ -169,6 +171,7 @@ def _publisher(workdir: Path):
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP call is noise
     settings = load_settings()
     demo = build_demo(settings)
     limit = demo.chat_app.max_upload_bytes

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-
 from fakes.llm_server import FakeLLMServer, Reply
-from hugginggpt.catalog import Catalog, ModelCard
-from hugginggpt.config import Settings
 from tiny_text_audio import TinyModels, vits
 from tiny_vision import build_blip_captioner, build_sd, draw_photo
+
+from hugginggpt.catalog import Catalog, ModelCard
+from hugginggpt.config import Settings
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -40,7 +41,7 @@ def responder(stage: str, body: dict[str, Any]) -> Reply | str:
         return Reply(json.dumps(plan_for(last)), delay=0.05)
     if stage == "select":
         picks = {m: {"id": cand, "reason": f"{cand} is small and runs locally"}
-                 for m, cand in re.findall(r'Task (\d+) \(image-to-text\).*?"([^"]+)"', last, re.S)}
+                 for m, cand in re.findall(r'Task (\d+) \(image-to-text\).*?"([^"]+)"', last, re.DOTALL)}
         return json.dumps(picks)
     if stage == "respond":
         request = re.search(r"Request: (.*)", last).group(1)

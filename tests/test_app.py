@@ -12,11 +12,11 @@ import httpx
 import numpy as np
 import pytest
 import soundfile
+from app_support import app_settings, llm_server, photo, running_app, tiny_catalog  # noqa: F401
+from fakes.endpoints import FakeEndpoint, cards
 from gradio_client import Client, handle_file
 from PIL import Image
 
-from app_support import app_settings, llm_server, photo, running_app, tiny_catalog  # noqa: F401
-from fakes.endpoints import FakeEndpoint, cards
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import Catalog
 from hugginggpt.events import ModelSelected, PlanReady, StageStarted, TaskFailed, TaskFinished, TaskStarted
@@ -214,7 +214,7 @@ def test_bad_uploads_get_a_message_and_the_next_request_works(fake_app, tmp_path
     assert texts(updates[-1])[-1].startswith("Answer for conv-9") and len(traces) == 1
 
 
-def test_stop_ends_a_running_request_at_once(fake_app, llm_server, tmp_path):
+def test_stop_ends_a_running_request_at_once(fake_app, tmp_path):
     slow = Catalog(cards(("org/captioner-slow", "image-to-text", 9), ("org/painter", "text-to-image", 3),
                          ("org/speaker", "text-to-speech", 2)))
     chat = fake_app.chat_app
@@ -310,3 +310,49 @@ def test_upload_checks(tmp_path):
     bomb = tmp_path / "huge.png"
     Image.new("1", (9000, 9000)).save(bomb)  # small file, 81 megapixels
     assert "too large to process" in check_upload(bomb, max_bytes=10**6)
+
+
+def test_new_conversation_gets_a_fresh_workspace_and_history(llm_server, tmp_path):  # noqa: F811
+    from webui.chat import ChatApp, LLMChoice
+
+    chat = ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=FAKE_CATALOG, endpoint=FakeEndpoint())
+    *_, (_, _, running) = chat.respond("s1", {"text": "[conv-12] caption", "files": [str(photo(tmp_path / "a.png"))]},
+                                                LLMChoice())
+    first = chat.conversation("s1")
+    assert not running and len(first.history) == 2 and (first.workspace.root / "uploads" / "a.png").is_file()
+    assert chat.conversation("s2").workspace.root != first.workspace.root  # another session, another folder
+    chat.reset("s1")
+    fresh = chat.conversation("s1")
+    assert fresh.workspace.root != first.workspace.root and fresh.history == [] and fresh.display == []
+    assert "a.png" not in fresh.workspace.files()
+
+
+def test_zerogpu_wraps_local_model_calls_in_spaces_gpu(monkeypatch, tmp_path):
+    import contextvars
+    import sys
+    import types
+
+    from webui.gpu import GPUEndpoint, on_gpu
+
+    inner = FakeEndpoint()
+    assert on_gpu(inner) is inner  # no `spaces` package: unchanged
+    calls = []
+    marker = contextvars.ContextVar("request", default=None)
+
+    def gpu(duration):
+        def wrap(fn):
+            def run(*args):
+                calls.append((duration, marker.get()))  # what spaces.GPU sees: the request's context
+                return fn(*args)
+            return run
+        return wrap
+
+    monkeypatch.setitem(sys.modules, "spaces", types.SimpleNamespace(GPU=gpu))
+    marker.set("request-1")
+    wrapped = on_gpu(inner, contextvars.copy_context())
+    marker.set(None)
+    assert isinstance(wrapped, GPUEndpoint) and "ZeroGPU" in wrapped.describe()
+    [card] = FAKE_CATALOG.candidates("text-to-image")
+    done = threading.Thread(target=wrapped.run, args=("text-to-image", card, {"text": "a cat"}, tmp_path))
+    done.start(), done.join()  # from a worker thread, as the scheduler calls it
+    assert calls == [(120, "request-1")] and inner.calls[0][1] == "org/painter"

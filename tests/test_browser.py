@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from app_support import app_settings, llm_server, photo, running_app, tiny_catalog  # noqa: F401
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -99,7 +99,7 @@ class ChatApp:
             conv = self._conversations.get(session)
             if conv is None:
                 # A random folder name: the session hash is known to the browser, the folder is not.
-                conv = Conversation(Workspace.create(self.workdir, uuid.uuid4().hex))
+                conv = Conversation(Workspace.create(self.workdir, uuid.uuid4().hex), display=self.welcome())
                 self._conversations[session] = conv
             return conv
 

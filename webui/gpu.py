@@ -6,8 +6,9 @@ present but the hardware is not ZeroGPU, `spaces.GPU` itself does nothing.
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard

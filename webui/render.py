@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from hugginggpt.artifacts import Artifact
 from hugginggpt.events import (

@@ -45,7 +45,7 @@ def _image_problem(path: Path) -> str | None:
                 image.load()  # decodes every pixel: truncated or corrupt data fails here
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         return "the image is too large to process"
-    except Exception as exc:  # Pillow raises many types for bad data
+    except Exception as exc:  # noqa: BLE001 (Pillow raises many types for bad data)
         return f"it is not a readable image ({type(exc).__name__})"
     return None
 
@@ -59,7 +59,7 @@ def _audio_problem(path: Path) -> str | None:
             return "the audio clip holds no samples"
         with soundfile.SoundFile(str(path)) as clip:
             clip.read(frames=min(info.frames, 48_000))
-    except Exception as exc:  # libsndfile errors vary by format
+    except Exception as exc:  # noqa: BLE001 (libsndfile errors vary by format)
         return f"it is not a readable audio file ({type(exc).__name__})"
     return None
 
