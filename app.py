@@ -64,8 +64,10 @@ def build_demo(
         chatbot = gr.Chatbot(value=chat.welcome(), label="Conversation", elem_id="chat", height=620,
                              autoscroll=True, group_consecutive_messages=False)
         with gr.Row():
+            # No file_types: Gradio would refuse other files with a pop-up before the handler runs;
+            # webui.uploads answers in the chat instead, for every kind of bad file alike.
             box = gr.MultimodalTextbox(
-                file_types=["image", "audio"], file_count="multiple", show_label=False, scale=8,
+                file_count="multiple", show_label=False, scale=8,
                 placeholder="Type a request; attach images or audio.", elem_id="request",
             )
             stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
@@ -73,7 +75,7 @@ def build_demo(
                          elem_id="traces")
         gr.Examples(examples=[[_example(text, name)] for text, name in EXAMPLES], inputs=[box],
                     label="Examples (files in assets/)")
-        with gr.Accordion("Settings", open=False):
+        with gr.Accordion("Settings", open=False, elem_id="settings"):
             gr.Markdown("These apply to this browser session only; the API key is never stored or logged.")
             with gr.Row():
                 base_url = gr.Textbox(label="LLM base URL", value=settings.llm_base_url or "",
@@ -118,7 +120,10 @@ def build_demo(
         run.then(lambda: gr.MultimodalTextbox(interactive=True), None, box, api_name=False)
         stop.click(on_stop, None, None, queue=False, api_name="stop")
         chatbot.clear(on_clear, None, [chatbot, traces], api_name="new_conversation")
-        for field in choice_inputs:
+        for field in (base_url, model, key):  # typed fields: on leaving them, not on every key
+            gr.on([field.blur, field.submit], show_status, choice_inputs, status, api_name=False,
+                  show_progress="hidden")
+        for field in (mode, top_k):
             field.change(show_status, choice_inputs, status, api_name=False, show_progress="hidden")
         demo.load(show_status, choice_inputs, status, api_name=False)
         demo.unload(on_unload)

@@ -202,7 +202,11 @@ def test_bad_uploads_get_a_message_and_the_next_request_works(fake_app, tmp_path
         w.setnchannels(1), w.setsampwidth(2), w.setframerate(8000), w.writeframes(b"\x00\x01" * 10)
     truncated.write_bytes(truncated.read_bytes()[:30])
 
-    for bad, expected in [(corrupt, "'broken.png' was not used: it is not a readable image"),
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a picture")
+
+    for bad, expected in [(notes, "'notes.txt' was not used: only images and audio files are accepted"),
+                          (corrupt, "'broken.png' was not used: it is not a readable image"),
                           (big, "'long.wav' was not used: it is 160 kB, over the 100 kB limit"),
                           (empty, "'empty.wav' was not used: the file is empty"),
                           (truncated, "'cut.wav' was not used: it is not a readable audio file")]:

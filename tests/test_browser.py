@@ -85,6 +85,12 @@ def test_browser_streams_plan_models_media_and_answer(llm_server, tiny_catalog, 
             chat.get_by_text("Plan: 3 tasks").scroll_into_view_if_needed()
             page.screenshot(path=str(shots[1]), full_page=True)
 
+            # the settings panel changes this session's status line
+            page.locator("#settings").get_by_text("Settings", exact=True).click()
+            page.get_by_label("hybrid").check()
+            page.locator("#status").get_by_text("hybrid:").wait_for()
+            assert "top-K 5" in page.locator("#status").inner_text()
+
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             for shot in shots:
                 shutil.copy(shot, SCREENSHOTS / shot.name)

@@ -36,6 +36,7 @@ from .uploads import check_upload
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_UPLOAD_BYTES = 20_000_000
+BUSY = "A request is still running in this conversation: wait for it, or press Stop."
 STOP_GRACE_SECONDS = 2.0  # after Stop, how long the run may take to wind down before the chat moves on
 
 CONFIGURE_HINT = (
@@ -123,15 +124,17 @@ class ChatApp:
 
     # ---- parts per request --------------------------------------------------------------------
 
-    def request_settings(self, choice: LLMChoice) -> Settings:
-        """The server's settings with this session's choices; raises ValueError for bad input."""
+    def request_settings(self, choice: LLMChoice, *, resolve: bool = True) -> Settings:
+        """The server's settings with this session's choices; raises ValueError for bad input.
+
+        `resolve=False` skips the DNS look-up of a typed base URL (for the status line)."""
         s = self.settings
         base_url = choice.base_url.strip() or None
         key = choice.api_key.strip() or None
         if base_url and base_url != s.llm_base_url:
             if not base_url.startswith(("http://", "https://")):
                 raise ValueError(f"The LLM base URL must start with http:// or https:// (got `{base_url}`).")
-            if self.public_llm_only:
+            if self.public_llm_only and resolve:
                 try:
                     urlguard.check_url(base_url)
                 except urlguard.URLRefused as e:
@@ -170,7 +173,7 @@ class ChatApp:
 
     def status(self, choice: LLMChoice) -> str:
         try:
-            s = self.request_settings(choice)
+            s = self.request_settings(choice, resolve=False)
         except ValueError as e:
             return f"**Settings problem:** {e}"
         if s.uses_server:
@@ -196,7 +199,7 @@ class ChatApp:
         conv = self.conversation(session)
         text, files = _split_message(message)
         if conv.cancel is not None:
-            yield conv.display + [_note("A request is still running in this conversation: wait for it, or press Stop.")], conv.traces, True
+            yield conv.display + [_note(BUSY)], conv.traces, True
             return
         if not text and not files:
             yield conv.display, conv.traces, False
@@ -224,10 +227,16 @@ class ChatApp:
             yield conv.display, conv.traces, False
             return
 
+        cancel = threading.Event()
+        with self._lock:  # one request at a time per conversation, also for API clients
+            busy = conv.cancel is not None
+            if not busy:
+                conv.cancel = cancel
+        if busy:
+            yield conv.display + [_note(BUSY)], conv.traces, True
+            return
         conv.display += user
         view = RunView(f"r{conv.requests}")
-        cancel = threading.Event()
-        conv.cancel = cancel
         events: queue.Queue = queue.Queue()
         worker = threading.Thread(
             target=_drive, args=(pipeline, text, conv, [Path(f) for f in files], cancel, events),
