@@ -55,7 +55,8 @@ def build_demo(
                    public_llm_only=public_llm_only)
     publish = _publisher(chat.workdir)
 
-    with gr.Blocks(title="HuggingGPT") as demo:
+    # delete_cache: Gradio's copies of uploads and outputs are removed after a day (checked hourly).
+    with gr.Blocks(title="HuggingGPT", delete_cache=(3600, 86400)) as demo:
         gr.Markdown(
             "## HuggingGPT\nAsk for something that needs models: the controller LLM plans tasks, picks "
             "Hugging Face models for them, runs them and answers. Attach images or audio with the clip."

@@ -328,7 +328,12 @@ def test_new_conversation_gets_a_fresh_workspace_and_history(llm_server, tmp_pat
     chat.reset("s1")
     fresh = chat.conversation("s1")
     assert fresh.workspace.root != first.workspace.root and fresh.history == [] and fresh.display == []
-    assert "a.png" not in fresh.workspace.files()
+    assert "a.png" not in fresh.workspace.files() and not first.workspace.root.exists()  # files deleted
+
+    chat.max_conversations = 3  # API clients that never leave: the least recently used go first
+    for n in range(3, 7):
+        chat.conversation(f"s{n}")
+    assert list(chat._conversations) == ["s4", "s5", "s6"]
 
 
 def test_zerogpu_wraps_local_model_calls_in_spaces_gpu(monkeypatch, tmp_path):

@@ -4,6 +4,7 @@ browser download): upload an image, send a request, watch every stage stream in.
 Skips when Chromium or Playwright is missing, unless HUGGINGGPT_REQUIRE_BROWSER=1 (CI), then fails.
 """
 
+import contextlib
 import os
 import shutil
 import time
@@ -94,10 +95,18 @@ def test_browser_streams_plan_models_media_and_answer(llm_server, tiny_catalog, 
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             for shot in shots:
                 shutil.copy(shot, SCREENSHOTS / shot.name)
+            # leaving the page ends the conversation: it is forgotten and its files deleted
+            [conv] = demo.chat_app._conversations.values()
+            page.close()
+            deadline = time.time() + 15
+            while demo.chat_app._conversations and time.time() < deadline:
+                time.sleep(0.1)
+            assert not demo.chat_app._conversations and not conv.workspace.root.exists()
             print(f"\nbrowser: plan shown {plan_seconds:.2f} s after pressing Enter; screenshots in {SCREENSHOTS}")
         except Exception:
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)  # what the page showed when it failed
-            page.screenshot(path=str(SCREENSHOTS / "app_browser_failure.png"), full_page=True)
+            with contextlib.suppress(Exception):  # the page may be closed already
+                page.screenshot(path=str(SCREENSHOTS / "app_browser_failure.png"), full_page=True)
             raise
         finally:
             browser.close()

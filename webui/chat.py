@@ -11,9 +11,11 @@ import contextvars
 import logging
 import os
 import queue
+import shutil
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -79,6 +81,7 @@ class ChatApp:
         llm: LLM | None = None,
         max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
         public_llm_only: bool | None = None,
+        max_conversations: int = 500,
     ):
         self.settings = settings
         self.catalog = catalog if catalog is not None else build_catalog(settings)
@@ -88,7 +91,8 @@ class ChatApp:
         # On a public Space a typed base URL must not reach the host's private network.
         self.public_llm_only = bool(os.environ.get("SPACE_ID")) if public_llm_only is None else public_llm_only
         self.workdir = Path(settings.workdir).resolve()
-        self._conversations: dict[str, Conversation] = {}
+        self.max_conversations = max_conversations
+        self._conversations: OrderedDict[str, Conversation] = OrderedDict()
         self._backends: dict[str, Endpoint] = {}
         self._local_llms: dict[str, LLM] = {}
         self._lock = threading.Lock()
@@ -96,23 +100,32 @@ class ChatApp:
     # ---- conversations ------------------------------------------------------------------------
 
     def conversation(self, session: str) -> Conversation:
+        evicted = []
         with self._lock:
             conv = self._conversations.get(session)
             if conv is None:
                 # A random folder name: the session hash is known to the browser, the folder is not.
                 conv = Conversation(Workspace.create(self.workdir, uuid.uuid4().hex), display=self.welcome())
                 self._conversations[session] = conv
-            return conv
+                # API clients never "leave the page": forget the least recently used idle ones.
+                idle = [k for k, c in self._conversations.items() if c.cancel is None and k != session]
+                while len(self._conversations) > self.max_conversations and idle:
+                    evicted.append(self._conversations.pop(idle.pop(0)))
+            self._conversations.move_to_end(session)
+        for old in evicted:
+            _remove(old)
+        return conv
 
     def reset(self, session: str) -> None:
         """A new conversation for this session: fresh workspace and history."""
         self.drop(session)
 
     def drop(self, session: str) -> None:
+        """Forget a conversation and delete its files (its downloads stay in Gradio's cache)."""
         with self._lock:
             conv = self._conversations.pop(session, None)
-        if conv is not None and conv.cancel is not None:
-            conv.cancel.set()
+        if conv is not None:
+            _remove(conv)
 
     def stop(self, session: str) -> bool:
         with self._lock:
@@ -303,6 +316,12 @@ def _drive(pipeline: Pipeline, text: str, conv: Conversation, files: list[Path],
     finally:
         run.close()
         events.put(None)
+
+
+def _remove(conv: Conversation) -> None:
+    if conv.cancel is not None:
+        conv.cancel.set()  # its run stops; files it still writes go with the folder
+    shutil.rmtree(conv.workspace.root, ignore_errors=True)
 
 
 def _split_message(message: dict[str, Any] | str | None) -> tuple[str, list[str]]:
