@@ -19,7 +19,15 @@ from PIL import Image
 
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import Catalog
-from hugginggpt.events import ModelSelected, PlanReady, StageStarted, TaskFailed, TaskFinished, TaskStarted
+from hugginggpt.events import (
+    ModelSelected,
+    PlanReady,
+    PlanRejected,
+    StageStarted,
+    TaskFailed,
+    TaskFinished,
+    TaskStarted,
+)
 from hugginggpt.plan import Plan, Task
 from webui.render import RunView, model_link, plan_markdown
 from webui.uploads import check_upload
@@ -285,7 +293,9 @@ def test_events_become_messages_with_links_spinners_and_durations(tmp_path):
                  Task(1, "image-to-text", [0], {"image": "<resource>-0"})])
     view.feed(StageStarted("plan"))
     assert view.messages[0]["metadata"]["status"] == "pending"
-    view.feed(PlanReady(plan, 1))
+    view.feed(PlanRejected(1, ["task 0: argument 'image' names 'b.png', which is not a file here"]))
+    assert "Attempt 1 was rejected" in view.messages[0]["content"] and "b.png" in view.messages[0]["content"]
+    view.feed(PlanReady(plan, 2))
     view.feed(StageStarted("select"))
     view.feed(ModelSelected(0, "object-detection", "facebook/detr-resnet-50", "best boxes", ["facebook/detr-resnet-50", "x/y"]))
     view.feed(TaskStarted(0, "object-detection", "facebook/detr-resnet-50"))
@@ -294,7 +304,7 @@ def test_events_become_messages_with_links_spinners_and_durations(tmp_path):
                            [Artifact("image", path=image), Artifact("data", value=[{"label": "cat"}])], 1.5))
     view.feed(TaskFailed(1, "image-to-text", "", "no model in the catalog can run image-to-text", True))
     by_title = {m["metadata"]["title"]: m for m in view.messages if m.get("metadata")}
-    assert by_title["Plan: 2 tasks"]["metadata"]["status"] == "done"
+    assert by_title["Plan: 2 tasks (after 2 attempts)"]["metadata"]["status"] == "done"
     done = by_title["Task 0 · object-detection · facebook/detr-resnet-50 · done"]
     assert done["metadata"]["duration"] == 1.5 and "[x/y](https://huggingface.co/x/y)" in done["content"]
     assert '"label": "cat"' in done["content"]
