@@ -14,7 +14,8 @@ import os
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,56 @@ def loaded_size(obj: Any) -> int:
     return sum(tensors.values())
 
 
+# ---- torch's default dtype during loads ----------------------------------------------------------
+
+class _LoadGate:
+    """Loads in other dtypes than float32 run alone, and torch's default dtype is put back after each.
+
+    transformers and diffusers build a model under torch.set_default_dtype(load dtype) and set the
+    old value back afterwards. That setting is process-wide, not per thread: two overlapping loads
+    can restore each other's value and leave the whole process in float16 (black images, NaN scores
+    in every later float32 model), and diffusers does not restore it at all when building fails.
+    Float32 loads leave the float32 default unchanged, so they may overlap one another.
+    Process-wide (not per Runtime) because the dtype is. A loader must not load through a Runtime.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._alone = False
+        self._waiting = 0  # loads waiting to run alone go first: no starvation
+
+    @contextmanager
+    def hold(self, dtype: Any) -> Iterator[None]:
+        import torch
+
+        alone = dtype != torch.float32 or torch.get_default_dtype() != torch.float32
+        with self._cond:
+            if alone:
+                self._waiting += 1
+                self._cond.wait_for(lambda: not self._alone and self._shared == 0)
+                self._waiting -= 1
+                self._alone = True
+            else:
+                self._cond.wait_for(lambda: not self._alone and self._waiting == 0)
+                self._shared += 1
+            before = torch.get_default_dtype()
+        try:
+            yield
+        finally:
+            with self._cond:
+                if alone:
+                    self._alone = False
+                else:
+                    self._shared -= 1
+                if (alone or self._shared == 0) and torch.get_default_dtype() != before:
+                    torch.set_default_dtype(before)
+                self._cond.notify_all()
+
+
+_LOAD_GATE = _LoadGate()
+
+
 # ---- the runtime ---------------------------------------------------------------------------------
 
 @dataclass
@@ -280,7 +331,8 @@ class Runtime:
             reserved = self._reserve(estimate or 0, model)
             try:
                 try:
-                    obj = handler.load(str(folder), self.device)
+                    with _LOAD_GATE.hold(self.device.dtype):
+                        obj = handler.load(str(folder), self.device)
                 except RuntimeUnsupported:
                     raise
                 except Exception as exc:  # unknown architecture, missing files, ... : not servable here

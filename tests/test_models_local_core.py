@@ -335,3 +335,81 @@ def test_hub_model_downloads_into_the_cache_and_runs(fake_hub, tmp_path):
     assert {a["kind"] for a in artifacts} == {"text", "data"}
     assert "model.safetensors" in fake_hub.fetched() and "tf_model.h5" not in fake_hub.fetched()
     assert list((tmp_path / "hub-cache").glob("models--tiny-org--remote-bert/snapshots/*/model.safetensors"))
+
+
+# ---- torch's process-wide default dtype --------------------------------------------------------
+
+
+@pytest.fixture
+def float32_default():
+    """Whatever a failing test leaves behind, the later tests start from float32 again."""
+    import torch
+
+    assert torch.get_default_dtype() == torch.float32
+    yield
+    torch.set_default_dtype(torch.float32)
+
+
+def test_failed_half_precision_diffusers_load_leaves_the_default_dtype(tmp_path, float32_default):
+    """diffusers builds a model under set_default_dtype(float16) and does not set it back when building
+    fails; the runtime must, or every later float32 model in the process computes in float16."""
+    import torch
+    from safetensors.torch import save_file
+
+    from models_local.handlers.base import Device
+
+    folder = tmp_path / "broken-controlnet"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "_class_name": "ControlNetModel", "down_block_types": ["NoSuchBlock2D"], "block_out_channels": [8],
+        "layers_per_block": 1, "cross_attention_dim": 8, "norm_num_groups": 4}))
+    save_file({"w": torch.zeros(2)}, str(folder / "diffusion_pytorch_model.safetensors"))
+    runtime = Runtime(memory_budget_bytes=2**30, device="cpu")
+    runtime.device = Device("cpu", torch.float16)  # what a GPU loads in
+    with pytest.raises(RuntimeUnsupported, match="NoSuchBlock2D"):
+        runtime.run("canny-text-to-image", str(folder), {"image": "x.png", "text": "a cat"}, tmp_path / "out")
+    assert torch.get_default_dtype() == torch.float32
+
+
+def test_overlapping_loads_in_two_dtypes_leave_the_default_dtype(float32_default):
+    """Two runtimes load at once, one in float16 and one in float32, each under transformers' own
+    local_torch_dtype. Interleaved freely, the second restore puts float16 back for the whole process."""
+    import torch
+    from transformers.modeling_utils import local_torch_dtype
+
+    from models_local.handlers.base import Device
+
+    half_in, float_in, half_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def load_half(source, device):
+        with local_torch_dtype(device.dtype):
+            half_in.set()
+            float_in.wait(1)  # under the fix the float32 load waits for this one: give up after 1 s
+            seen["half"] = torch.get_default_dtype()
+        half_out.set()
+        return source
+
+    def load_float(source, device):
+        half_in.wait(5)
+        with local_torch_dtype(device.dtype):
+            float_in.set()
+            half_out.wait(5)
+            seen["float"] = torch.get_default_dtype()
+        return source
+
+    def runtime(load, dtype):
+        rt = Runtime(memory_budget_bytes=1, device="cpu", handlers={
+            "echo": Handler(load, lambda obj, inputs, out: out.text(obj), library="builtin")})
+        rt.device = Device("cpu", dtype)
+        return rt
+
+    half, single = runtime(load_half, torch.float16), runtime(load_float, torch.float32)
+    threads = [threading.Thread(target=rt.run, args=("echo", name, {}, ".")) for rt, name in
+               ((half, "half"), (single, "float"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert seen == {"half": torch.float16, "float": torch.float32}  # each model built in its own dtype
+    assert torch.get_default_dtype() == torch.float32
