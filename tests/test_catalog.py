@@ -242,6 +242,32 @@ def test_yaml_list_and_syntax_error_lines(tmp_path, no_env):
     assert len(catalog) == 1  # a file that does not parse adds nothing
 
 
+def test_malformed_user_files_are_reported_with_lines_not_raised(tmp_path, no_env):
+    """Bytes that are not UTF-8, YAML keys that are numbers, unusable paths, runaway nesting: each a
+    problem with file and line, and the valid entries of the same file still load."""
+    jsonl = tmp_path / "odd.jsonl"
+    jsonl.write_bytes(
+        b'\xef\xbb\xbf{"id": "good-1", "task": "translation"}\n'  # line 1, after a byte-order mark
+        b'{"id": "latin-\xe9", "task": "translation"}\n'  # line 2: Latin-1, not UTF-8
+        b'{"id": "nul", "task": "translation", "path": "a\\u0000b"}\n'  # line 3: NUL in a path
+        + b"[" * 50_000 + b"\n"  # line 4: nested past the recursion limit
+        b'{"id": "good-2", "task": "translation"}\n'  # line 5
+    )
+    yaml_file = tmp_path / "odd.yaml"
+    yaml_file.write_text(
+        "- id: good-3\n  task: translation\n"  # line 1
+        "- id: numbered\n  task: translation\n  1: one\n  foo: bar\n"  # line 3: number and word keys
+        "- id: homeless\n  task: translation\n  path: ~no-such-user-here/model\n"  # line 7
+    )
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"- id: a\n  task: translation\n  description: caf\xe9\n")  # line 3
+    catalog = load_catalog([jsonl, yaml_file, latin], shipped=None)
+    where = sorted(p.split(": ")[0] for p in catalog.problems)
+    assert where == sorted([f"{jsonl}:2", f"{jsonl}:3", f"{jsonl}:4", f"{yaml_file}:3", f"{yaml_file}:7",
+                            f"{latin}:3"])
+    assert sorted(card.id for card in catalog.candidates("translation", k=10)) == ["good-1", "good-2", "good-3"]
+
+
 # ---- the prompt budget --------------------------------------------------------------------------
 
 

@@ -40,13 +40,18 @@ def read_user_file(path: Path) -> tuple[list[Entry], list[str]]:
     """Entries of one user file and the problems found ("file:line: message")."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as err:
         return [], [f"{path}:0: cannot read the file ({err.strerror or err})"]
     if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:  # YAML is parsed whole: the file adds nothing
+            line = data[: err.start].count(b"\n") + 1
+            return [], [f"{path}:{line}: not UTF-8 text (byte {data[err.start]:#04x})"]
         raw, problems = _yaml_items(path, text)
     else:
-        raw, problems = _jsonl_items(path, text)
+        raw, problems = _jsonl_items(path, data)
     entries = []
     for line, item in raw:
         where = f"{path}:{line}"
@@ -57,15 +62,22 @@ def read_user_file(path: Path) -> tuple[list[Entry], list[str]]:
     return entries, problems
 
 
-def _jsonl_items(path: Path, text: str) -> tuple[list[tuple[int, Any]], list[str]]:
+def _jsonl_items(path: Path, data: bytes) -> tuple[list[tuple[int, Any]], list[str]]:
     items, problems = [], []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, raw in enumerate(data.split(b"\n"), 1):  # decoded line by line: one bad byte costs one line
+        try:
+            line = raw.decode("utf-8-sig" if n == 1 else "utf-8")
+        except UnicodeDecodeError as err:
+            problems.append(f"{path}:{n}: not UTF-8 text (byte {raw[err.start]:#04x})")
+            continue
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
             items.append((n, json.loads(line)))
         except json.JSONDecodeError as err:
             problems.append(f"{path}:{n}: not valid JSON ({err.msg})")
+        except RecursionError:
+            problems.append(f"{path}:{n}: not valid JSON (nested too deeply)")
     return items, problems
 
 
@@ -79,6 +91,8 @@ def _yaml_items(path: Path, text: str) -> tuple[list[tuple[int, Any]], list[str]
         mark = getattr(err, "problem_mark", None)
         line = mark.line + 1 if mark else 0
         return [], [f"{path}:{line}: not valid YAML ({getattr(err, 'problem', None) or err})"]
+    except RecursionError:
+        return [], [f"{path}:0: not valid YAML (nested too deeply)"]
     if root is None:
         return [], []
     seq = root
@@ -96,6 +110,8 @@ def _yaml_items(path: Path, text: str) -> tuple[list[tuple[int, Any]], list[str]
             items.append((line, loader.construct_document(node)))
         except yaml.YAMLError as err:
             problems.append(f"{path}:{line}: cannot read this entry ({getattr(err, 'problem', None) or err})")
+        except RecursionError:
+            problems.append(f"{path}:{line}: cannot read this entry (nested too deeply)")
     return items, problems
 
 
@@ -104,7 +120,7 @@ def check(item: Any, *, base: Path) -> tuple[dict[str, Any], list[str]]:
     if not isinstance(item, dict):
         return {}, [f"an entry must be a mapping of fields, got {type(item).__name__}"]
     errors = []
-    unknown = sorted(set(item) - FIELDS)
+    unknown = sorted((str(k) for k in item if k not in FIELDS))  # YAML keys may be numbers
     if unknown:
         errors.append(f"unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(FIELDS))})")
     fields: dict[str, Any] = {}
@@ -141,9 +157,13 @@ def check(item: Any, *, base: Path) -> tuple[dict[str, Any], list[str]]:
         if url.scheme not in ("http", "https") or not url.netloc:
             errors.append(f"`endpoint_url` must be an http(s) URL, got {fields['endpoint_url']!r}")
     if "path" in fields:
-        folder = Path(fields["path"]).expanduser()
-        folder = folder if folder.is_absolute() else base / folder
-        if not folder.is_dir():
-            errors.append(f"`path` {fields['path']!r} is not a folder (resolved to {folder})")
-        fields["path"] = str(folder.resolve())
+        try:
+            folder = Path(fields["path"]).expanduser()
+            folder = (folder if folder.is_absolute() else base / folder).resolve()
+        except (OSError, RuntimeError, ValueError) as err:  # ~unknown-user, NUL byte, symlink loop
+            errors.append(f"`path` {fields['path']!r} is not a usable folder path ({err})")
+        else:
+            if not folder.is_dir():
+                errors.append(f"`path` {fields['path']!r} is not a folder (resolved to {folder})")
+            fields["path"] = str(folder)
     return fields, errors
