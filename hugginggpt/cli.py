@@ -83,7 +83,11 @@ def main(argv: list[str] | None = None, *, stdout: TextIO = sys.stdout, stderr: 
     from .factory import build_pipeline
     from .workspace import Workspace
 
-    workspace = Workspace(Path(args.workdir)) if args.workdir else Workspace.create(Path(settings.workdir))
+    try:
+        workspace = Workspace(Path(args.workdir)) if args.workdir else Workspace.create(Path(settings.workdir))
+    except OSError as e:  # a file where the folder belongs, no permission, ...
+        print(f"error: cannot use {args.workdir or settings.workdir} as the workspace: {e}", file=stderr)
+        return 2
     pipeline = build_pipeline(settings)
     for problem in getattr(pipeline.catalog, "problems", []):
         print(f"catalog: {problem}", file=stderr)

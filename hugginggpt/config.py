@@ -66,7 +66,10 @@ def load_settings(config_file: str | Path | None = None, environ: dict[str, str]
     values: dict[str, Any] = {}
     path = config_file or env.get("HUGGINGGPT_CONFIG")
     if path:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        try:
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as e:
+            raise ValueError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
         if not isinstance(loaded, dict):
             raise ValueError(f"{path}: the config file must be a mapping of setting names to values")
         values.update(loaded)
@@ -82,7 +85,10 @@ def load_settings(config_file: str | Path | None = None, environ: dict[str, str]
     unknown = set(values) - {f.name for f in fields(Settings)}
     if unknown:
         raise ValueError(f"unknown settings: {', '.join(sorted(unknown))}")
-    return Settings(**{k: _coerce(k, v) for k, v in values.items() if v is not None})
+    try:
+        return Settings(**{k: _coerce(k, v) for k, v in values.items() if v is not None})
+    except TypeError as e:  # e.g. a list where a number belongs: a bad value, like the others
+        raise ValueError(f"a setting has a value of the wrong type: {e}") from None
 
 
 def _coerce(name: str, value: Any) -> Any:

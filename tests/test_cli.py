@@ -75,3 +75,21 @@ def test_failed_request_exits_1_with_the_error_in_json(tmp_path):
 def test_bad_usage_exits_2(args, words):
     result = cli(*args)
     assert result.returncode == 2 and words in result.stderr
+
+
+def test_broken_config_file_or_workdir_is_bad_usage_not_a_traceback(tmp_path):
+    from io import StringIO
+
+    from hugginggpt.cli import main
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("top_k: [\n")
+    wrong_type = tmp_path / "wrong.yaml"
+    wrong_type.write_text("top_k: [1, 2]\n")
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("x")
+    for args in (["--config", str(broken), "hi"], ["--config", str(wrong_type), "hi"],
+                 ["--workdir", str(a_file), "--llm-base-url", "http://127.0.0.1:9/v1", "hi"]):
+        out, err = StringIO(), StringIO()
+        assert main(args, stdout=out, stderr=err) == 2, args
+        assert err.getvalue().startswith("error: ") and "Traceback" not in err.getvalue()
