@@ -235,6 +235,7 @@ class _Entry:
     obj: Any
     size: int
     call_lock: threading.Lock  # one call at a time per model: tokenizers are not thread-safe
+    users: int = 0  # requests between lookup and the end of their call: never evicted meanwhile
 
 
 class Runtime:
@@ -288,10 +289,17 @@ class Runtime:
     # -- running --
     def run(self, task: str, model: str, inputs: Mapping[str, str], out_dir: str | Path) -> list[dict]:
         handler = self.handler(task)
-        entry = self._get(task, model, handler)
-        outputs = Outputs(Path(out_dir).resolve())
-        with entry.call_lock:
-            handler.call(entry.obj, dict(inputs), outputs)
+        entry = self._get(task, model, handler)  # counted as a user of the entry
+        try:
+            outputs = Outputs(Path(out_dir).resolve())
+            with entry.call_lock:
+                handler.call(entry.obj, dict(inputs), outputs)
+        finally:
+            with self._lock:
+                entry.users -= 1
+                evicted = self._evict_for(0)  # loads made while it was in use may have gone over
+            if evicted:
+                self._free()
         return outputs.artifacts
 
     def cached(self) -> list[str]:
@@ -318,6 +326,7 @@ class Runtime:
             entry = self._cache.get(key)
             if entry is not None:
                 self._cache.move_to_end(key)
+                entry.users += 1
                 return entry
             load_lock = self._load_locks.setdefault(key, threading.Lock())
         with load_lock:  # concurrent first uses wait here; the first one loads
@@ -325,6 +334,7 @@ class Runtime:
                 entry = self._cache.get(key)
                 if entry is not None:
                     self._cache.move_to_end(key)
+                    entry.users += 1
                     return entry
             # "builtin" handlers (e.g. an edge detector) have no files: the name is all they need
             folder, estimate = (model, 0) if handler.library == "builtin" else self._locate(model)
@@ -343,7 +353,7 @@ class Runtime:
                 if size > self.budget:
                     raise ModelTooLarge(f"{model} takes {size / 2**20:.0f} MiB once loaded, over the "
                                         f"{self.budget / 2**20:.0f} MiB budget")
-                entry = _Entry(obj, size, threading.Lock())
+                entry = _Entry(obj, size, threading.Lock(), users=1)
                 with self._lock:
                     self._reserved -= reserved
                     reserved = 0
@@ -369,11 +379,18 @@ class Runtime:
         return size
 
     def _evict_for(self, size: int) -> bool:
-        """Drop least recently used models until `size` more bytes fit. Caller holds self._lock."""
+        """Drop least recently used models until `size` more bytes fit. Caller holds self._lock.
+
+        Models in use stay: dropping one frees nothing until its call ends, and the next request
+        for it would load a second copy. Until they are done the cache may go over the budget.
+        """
         evicted = False
-        while self._cache and sum(e.size for e in self._cache.values()) + self._reserved + size > self.budget:
-            self._cache.popitem(last=False)
-            evicted = True
+        for key in list(self._cache):
+            if sum(e.size for e in self._cache.values()) + self._reserved + size <= self.budget:
+                break
+            if self._cache[key].users == 0:
+                del self._cache[key]
+                evicted = True
         return evicted
 
     def _free(self) -> None:

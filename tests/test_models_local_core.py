@@ -413,3 +413,44 @@ def test_overlapping_loads_in_two_dtypes_leave_the_default_dtype(float32_default
         t.join(30)
     assert seen == {"half": torch.float16, "float": torch.float32}  # each model built in its own dtype
     assert torch.get_default_dtype() == torch.float32
+
+
+def test_a_model_in_use_is_not_evicted_nor_loaded_twice(tiny):
+    """A load that needs room must not drop a model another request is still calling: its memory
+    is not freed until the call ends, and a new request for it would load a second copy."""
+    a, b = tiny("bert-classifier"), tiny("bert-qa")
+    real = HANDLERS["text-classification"]
+    calling, release = threading.Event(), threading.Event()
+
+    def slow_call(obj, inputs, out):  # the real call, held open until the test lets it finish
+        calling.set()
+        release.wait(30)
+        real.call(obj, inputs, out)
+
+    budget = int(max(_sizes(tiny, "bert-classifier", "bert-qa")) * 1.5)  # room for one model only
+    runtime = Runtime(memory_budget_bytes=budget, device="cpu", handlers={
+        "slow": Handler(real.load, slow_call), "text-classification": real,
+        "question-answering": HANDLERS["question-answering"]})
+    out = tiny.root / "out"
+    second = []
+    worker = threading.Thread(target=runtime.run, args=("slow", a, TEXT, out))
+    asker = threading.Thread(target=lambda: second.append(runtime.run("text-classification", a, TEXT, out)))
+    worker.start()
+    try:
+        assert calling.wait(30)
+        runtime.run("question-answering", b, QA, out)  # needs room while `a` is in use
+        assert a in runtime.cached()  # still counted: its memory is still taken
+        asker.start()  # another request for `a`: it waits for the copy in use, it loads no second one
+        for _ in range(300):
+            entries = [e for (_, m), e in runtime._cache.items() if m == a]
+            if not asker.is_alive() or (entries and entries[0].users == 2):
+                break
+            threading.Event().wait(0.05)
+        assert runtime.loads == 2
+    finally:
+        release.set()
+        worker.join(30)
+        if asker.ident:
+            asker.join(30)
+    assert len(second) == 1 and second[0][0]["kind"] == "text"
+    assert runtime.cached() == [a] and runtime.used <= budget  # back within budget once calls end
