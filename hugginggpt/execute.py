@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -248,9 +249,9 @@ def resolve_inputs(
         kind = arg.kind if arg else "text"
         refs = task.references().get(name, [])
         if kind == "text":
-            for ref in refs:
-                value = value.replace(f"<resource>-{ref}", _as_text(records[ref]))
-            inputs[name] = value
+            # One pass: "<resource>-1" must not eat the start of "<resource>-10", nor a filled-in
+            # output that happens to contain a reference be filled in again.
+            inputs[name] = re.sub(r"<resource>-(\d+)", lambda m: _as_text(records[int(m.group(1))]), value)
         elif refs:
             artifact = records[refs[0]].output(kind)
             if artifact is None or artifact.path is None:

@@ -142,3 +142,13 @@ def test_closing_the_stream_cancels_tasks_not_yet_started(workspace):
     assert cancelled.is_set()
     threading.Event().wait(0.5)
     assert len(endpoint.calls) == 1  # task 1 and 2 never started
+
+
+def test_text_references_to_task_1_and_task_10_are_filled_in_separately(workspace):
+    tasks = [{"task": "text-generation", "id": i, "dep": [-1], "args": {"text": f"topic {chr(97 + i)}"}} for i in range(11)]
+    tasks.append({"task": "summarization", "id": 11, "dep": [1, 10],
+                  "args": {"text": "first <resource>-1 then <resource>-10 end"}})
+    endpoint = FakeEndpoint()
+    _, records = run(parse_plan(str(tasks)), endpoint, workspace, max_workers=4)
+    text = next(inputs["text"] for task, _, inputs in endpoint.calls if task == "summarization")
+    assert text == f"first {records[1].output('text').value} then {records[10].output('text').value} end"
