@@ -31,7 +31,7 @@ from .events import (
 from .execute import ExecutionSettings, TaskRecord, execute_plan
 from .llm import LLM, LLMError, Message
 from .plan import FileRules
-from .planner import FileInfo, plan_steps
+from .planner import FileInfo, plan_steps, trim_history
 from .respond import answer_messages, missing_files, stream_answer
 from .select import select_models
 from .workspace import Workspace
@@ -132,6 +132,8 @@ class _Run:
         plan = outcome.plan
         self.trace["plan"] = plan.to_json()
         yield PlanReady(plan, outcome.attempts)
+        if self.cancelled.is_set():  # Stop pressed while planning: no more LLM calls
+            return "", "cancelled"
 
         if plan.tasks:
             # 2. select
@@ -159,6 +161,8 @@ class _Run:
                 c = choices[t.id]
                 if c.model is not None:
                     yield ModelSelected(t.id, t.task, c.model.id, c.reason, [m.id for m in c.candidates], c.substituted)
+            if self.cancelled.is_set():
+                return "", "cancelled"
 
             # 3. execute
             yield StageStarted("execute")
@@ -186,7 +190,9 @@ class _Run:
         with self._timed("respond"):
             records = [self.records[t.id] for t in plan.tasks]
             parts = []
-            for delta in stream_answer(self.llm, answer_messages(self.request, records, self.workspace, self.history)):
+            # The same history budget as planning: a long conversation must not overflow the context.
+            history = trim_history(self.history, s.history_tokens)
+            for delta in stream_answer(self.llm, answer_messages(self.request, records, self.workspace, history)):
                 if self.cancelled.is_set():
                     return "".join(parts), "cancelled"
                 parts.append(delta)

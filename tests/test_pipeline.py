@@ -242,3 +242,32 @@ def test_concurrent_requests_keep_their_own_llm_calls(server, tmp_path):
         prompts = [c["messages"][-1]["content"] for c in done.trace["llm_calls"]]
         assert len(prompts) == 2 and all(f"question {i}" in m for m in prompts)
     assert p.llm.calls == []  # the shared LLM keeps no log that would grow with every request
+
+
+def test_stop_during_planning_makes_no_further_llm_call(server, photo, tmp_path):
+    import threading
+
+    server.script("plan", PLAN).script("select", "{}").script("respond", "ok")
+    cancelled = threading.Event()
+    events = []
+    for event in pipeline(server).run("detect", workspace=Workspace(tmp_path / "c"), files=[photo],
+                                      cancelled=cancelled):
+        events.append(event)
+        if isinstance(event, PlanReady):
+            cancelled.set()  # the person pressed Stop while the plan was being made
+    assert events[-1].error == "cancelled" and server.stages() == ["plan"]
+    assert not any(isinstance(e, (ModelSelected, TaskStarted, AnswerDelta)) for e in events)
+
+
+def test_the_answer_prompt_keeps_history_within_the_budget_too(server, tmp_path):
+    server.script("plan", '{"tasks": []}').script("respond", "ok")
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "word " * 400}
+               for i in range(200)]  # a long conversation: about 100 k tokens
+    p = pipeline(server, history_tokens=1500)
+    events = list(p.run("and now?", workspace=Workspace(tmp_path / "c"), history=history))
+    assert events[-1].error is None
+    plan_request, respond_request = server.requests
+    for body in (plan_request, respond_request):
+        text = " ".join(m["content"] for m in body["messages"])
+        assert "turn 199" in text and "turn 0 " not in text
+        assert sum(len(m["content"]) for m in body["messages"] if m["content"].startswith("turn ")) // 4 <= 1500
