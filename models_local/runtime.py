@@ -92,20 +92,29 @@ def safetensors_bytes(path: Path, *, half: bool) -> int:
 
     Float tensors are counted at 2 bytes when the runtime loads in half precision and at 4 bytes
     otherwise (loaders here cast floats to the device dtype); other tensors keep their size.
+    Raises ValueError for a file that is no safetensors file: a Git LFS pointer (a repo cloned
+    without git-lfs) or a cut-off download. Its first 8 bytes would otherwise ask for exabytes.
     """
+    size = path.stat().st_size
     with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
-    total = 0
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        numel = 1
-        for dim in info["shape"]:
-            numel *= dim
-        dtype = info["dtype"]
-        per = (2 if half else 4) if dtype in _FLOAT_DTYPES else _DTYPE_BYTES.get(dtype, 4)
-        total += numel * per
+        first = f.read(8)
+        (n,) = struct.unpack("<Q", first) if len(first) == 8 else (size,)
+        if n > size - 8:
+            raise ValueError(f"{path} is not a safetensors file (a Git LFS pointer, or cut short?)")
+        try:
+            header = json.loads(f.read(n))
+            total = 0
+            for name, info in header.items():
+                if name == "__metadata__":
+                    continue
+                numel = 1
+                for dim in info["shape"]:
+                    numel *= dim
+                dtype = info["dtype"]
+                per = (2 if half else 4) if dtype in _FLOAT_DTYPES else _DTYPE_BYTES.get(dtype, 4)
+                total += numel * per
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{path} has no readable safetensors header ({exc})") from None
     return total
 
 
@@ -283,7 +292,10 @@ class Runtime:
             return False
         if size_bytes is None and handler.library != "builtin":
             folder = self._local_folder(model)
-            size_bytes = folder_size(folder, half=self.half) if folder else None
+            try:
+                size_bytes = folder_size(folder, half=self.half) if folder else None
+            except (OSError, ValueError):  # unreadable weights (e.g. Git LFS pointers): cannot load
+                return False
         return size_bytes is None or size_bytes <= self.budget
 
     # -- running --
@@ -417,13 +429,13 @@ class Runtime:
         """(local folder, estimated loaded bytes); downloads a hub model only after sizing it."""
         path = Path(model).expanduser()
         if path.is_dir():
-            return path.resolve(), folder_size(path, half=self.half)
+            return path.resolve(), self._folder_size(model, path)
         from huggingface_hub import constants, snapshot_download
 
         try:
             if constants.HF_HUB_OFFLINE:
                 folder = Path(snapshot_download(model, local_files_only=True))
-                return folder, folder_size(folder, half=self.half)
+                return folder, self._folder_size(model, folder)
             listing = snapshot_download(model, dry_run=True, ignore_patterns=_IGNORE)
             files = [f.filename for f in listing]
             weights = set(_weight_files(files))
@@ -439,4 +451,10 @@ class Runtime:
             raise
         except Exception as exc:  # missing repo, gated, offline and not cached, bad id ...
             raise RuntimeUnsupported(f"cannot get {model!r} from the Hugging Face Hub or its cache: {exc}") from exc
-        return folder, folder_size(folder, half=self.half) or estimate
+        return folder, self._folder_size(model, folder) or estimate
+
+    def _folder_size(self, model: str, folder: Path) -> int | None:
+        try:
+            return folder_size(folder, half=self.half)
+        except (OSError, ValueError) as exc:
+            raise RuntimeUnsupported(f"cannot read the weights of {model!r}: {exc}") from exc

@@ -454,3 +454,21 @@ def test_a_model_in_use_is_not_evicted_nor_loaded_twice(tiny):
             asker.join(30)
     assert len(second) == 1 and second[0][0]["kind"] == "text"
     assert runtime.cached() == [a] and runtime.used <= budget  # back within budget once calls end
+
+
+def test_git_lfs_pointer_weights_are_refused_not_read(tiny, tmp_path):
+    """A repo cloned without git-lfs holds text pointers where the weights should be: their first
+    8 bytes, read as a safetensors header length, ask for exabytes (MemoryError, or worse)."""
+    folder = tmp_path / "cloned-without-lfs"
+    shutil.copytree(tiny("bert-classifier"), folder)
+    (folder / "model.safetensors").write_text(
+        "version https://git-lfs.github.com/spec/v1\noid sha256:0123abcd\nsize 438000000\n")
+    runtime = Runtime(memory_budget_bytes=2**30, device="cpu")
+    assert not runtime.can_run("text-classification", str(folder))
+    with pytest.raises(RuntimeUnsupported, match="Git LFS pointer"):
+        runtime.run("text-classification", str(folder), TEXT, tmp_path / "out")
+    (folder / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all}")
+    assert not runtime.can_run("text-classification", str(folder))
+    with pytest.raises(RuntimeUnsupported, match="no readable safetensors header"):
+        runtime.run("text-classification", str(folder), TEXT, tmp_path / "out")
+    assert runtime.loads == 0
