@@ -258,3 +258,20 @@ def test_build_endpoint_passes_settings_to_hosted(monkeypatch):
     assert (hosted.token, hosted.provider, hosted.timeout) == ("hf_env", "hf-inference", 7)
     [hosted] = build_endpoint("hosted", hf_token="hf_arg").backends
     assert hosted.token == "hf_arg" and hosted.provider == "auto"
+
+
+def test_a_token_with_its_line_ending_is_sent_clean(online, hf, monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_TOKEN", "hf_from_a_windows_env_file\r\n")
+    fast(token_for_urls=True).run("summarization", card(hf, "summarization"), {"text": "a b"}, tmp_path)
+    assert hf.calls("summarization")[-1].headers["authorization"] == "Bearer hf_from_a_windows_env_file"
+
+
+def test_errors_never_quote_the_token(online, hf, tmp_path):
+    """The HTTP library refuses a header with a line break inside, quoting the whole header value;
+    that message reaches the chat, the trace and the LLM."""
+    secret = "hf_" + "Q" * 20 + "\n" + "Z" * 14
+    with pytest.raises(EndpointError) as err:
+        fast(token=secret, token_for_urls=True).run(
+            "summarization", card(hf, "summarization"), {"text": "a b"}, tmp_path)
+    assert "QQQQ" not in str(err.value) and "ZZZZ" not in str(err.value)
+    assert "acme/summarization-model" in str(err.value)  # still says which model failed

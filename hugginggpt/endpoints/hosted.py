@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -349,7 +350,9 @@ class HostedEndpoint(Endpoint):
         """`retries`: extra tries after a 503 (model loading) or 429 (rate limit), waiting
         `backoff` * 2**n seconds (or what the server asks, at most `max_wait`) in between.
         `token_for_urls`: also send the HF token to endpoint URLs outside Hugging Face's hosts."""
-        self.token = token if token is not None else os.environ.get("HF_TOKEN") or None
+        token = token if token is not None else os.environ.get("HF_TOKEN")
+        # A token pasted with its line ending (a .env file saved on Windows) is no valid header.
+        self.token = token.strip() or None if token else None
         self.provider = provider or "auto"
         self.timeout = timeout
         self.retries = retries
@@ -400,14 +403,18 @@ class HostedEndpoint(Endpoint):
         where = (
             f"{model.id} at {model.endpoint_url}" if model.endpoint_url else f"{model.id} ({self.provider})"
         )
-        result = self._call_with_retries(op, model, inputs, where)
+        try:
+            result = self._call_with_retries(op, model, inputs, where)
+        except EndpointError as exc:  # messages reach the chat, traces and the LLM: never a token
+            raise type(exc)(_redact(str(exc), self.token)) from None
         out = _Out(out_dir, task)
         try:
             if op.shape in _IMAGE_SHAPES:
                 return _IMAGE_SHAPES[op.shape](result, out, _media(inputs, "image"))
             return _SHAPES[op.shape](result, out)
         except Exception as exc:
-            raise EndpointError(f"{where}: unexpected output for {task}: {_short(exc)}") from exc
+            message = f"{where}: unexpected output for {task}: {_short(exc)}"
+            raise EndpointError(_redact(message, self.token)) from exc
 
     def _call_with_retries(self, op: _Op, model: ModelCard, inputs: dict[str, Any], where: str) -> Any:
         from huggingface_hub.errors import HfHubHTTPError, InferenceTimeoutError, OfflineModeIsEnabled
@@ -456,6 +463,17 @@ class HostedEndpoint(Endpoint):
         except ValueError:
             pass
         return max(0.0, min(wait, self.max_wait))
+
+
+_SECRETS = (re.compile(r"(?i)\b(bearer\s+)\S+"), re.compile(r"\bhf_[A-Za-z0-9]{30,}"))
+
+
+def _redact(message: str, token: str | None) -> str:
+    """The message without the token: an HTTP library may quote the header it refused."""
+    if token:
+        message = message.replace(token, "***")
+    message = _SECRETS[0].sub(lambda m: m.group(1) + "***", message)
+    return _SECRETS[1].sub("hf_***", message)
 
 
 def _short(value: Any, limit: int = 300) -> str:
