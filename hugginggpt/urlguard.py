@@ -11,7 +11,8 @@ import ipaddress
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from typing import Any
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
 
@@ -41,7 +42,8 @@ def check_url(
     *,
     allowed: Callable[[Address], bool] = is_public,
     resolve: Callable[[str], list[Address]] = resolve_host,
-) -> None:
+) -> list[Address]:
+    """The addresses `url`'s host resolves to, all of them allowed; else URLRefused."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
         raise URLRefused(f"only http and https URLs may be fetched, not '{parts.scheme or url}'")
@@ -56,6 +58,7 @@ def check_url(
     refused = [str(a) for a in addresses if not allowed(a)]
     if refused or not addresses:
         raise URLRefused(f"'{parts.hostname}' is a private or local address ({', '.join(refused)}); it is not fetched")
+    return addresses
 
 
 def fetch(
@@ -70,8 +73,8 @@ def fetch(
     """Download `url` into `dest_dir`, checking every hop; return the file's path."""
     with httpx.Client(follow_redirects=False, timeout=timeout, trust_env=False) as client:
         for _ in range(max_redirects + 1):
-            check_url(url, allowed=allowed)
-            with client.stream("GET", url) as response:
+            pinned_url, options = _pinned(url, check_url(url, allowed=allowed)[0])
+            with client.stream("GET", pinned_url, **options) as response:
                 if response.is_redirect:
                     url = urljoin(url, response.headers.get("location", ""))
                     continue
@@ -84,13 +87,26 @@ def fetch(
     raise URLRefused(f"more than {max_redirects} redirects")
 
 
+def _pinned(url: str, address: Address) -> tuple[str, dict[str, Any]]:
+    """The request for `url` sent to the address that was checked, not to a second DNS answer
+    (which a rebinding name could point at a private network). Host header, TLS SNI and the
+    certificate check still use the URL's own host name."""
+    parts = urlsplit(url)
+    host = f"[{address}]" if address.version == 6 else str(address)
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    options: dict[str, Any] = {"headers": {"Host": parts.netloc}}
+    if parts.scheme == "https":
+        options["extensions"] = {"sni_hostname": parts.hostname}
+    return urlunsplit(parts._replace(netloc=netloc)), options
+
+
 def _save(response: httpx.Response, url: str, dest_dir: Path, max_bytes: int) -> Path:
     name = Path(urlsplit(url).path).name or "download"
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:80].lstrip(".") or "download"
     dest_dir.mkdir(parents=True, exist_ok=True)
-    target = dest_dir / safe
+    f, target = _new_file(dest_dir, safe)
     size = 0
-    with open(target, "wb") as f:
+    with f:
         for chunk in response.iter_bytes():
             size += len(chunk)
             if size > max_bytes:
@@ -99,3 +115,15 @@ def _save(response: httpx.Response, url: str, dest_dir: Path, max_bytes: int) ->
                 raise URLRefused(f"{url} is larger than the {max_bytes // 1_000_000} MB limit")
             f.write(chunk)
     return target
+
+
+def _new_file(folder: Path, name: str):
+    """A file of its own: tasks running at once may fetch different URLs that end in the same name."""
+    stem, suffix = Path(name).stem, Path(name).suffix
+    for n in range(1, 1000):
+        target = folder / (name if n == 1 else f"{stem}-{n}{suffix}")
+        try:
+            return open(target, "xb"), target
+        except FileExistsError:
+            continue
+    raise URLRefused(f"too many downloads named {name}")

@@ -152,3 +152,43 @@ def test_size_cap(server, tmp_path):
 def test_default_policy_refuses_the_loopback_server(server, tmp_path):
     with pytest.raises(URLRefused):
         urlguard.fetch(f"{server.url}/img", tmp_path)
+
+
+def test_fetch_connects_to_the_address_it_checked_not_a_second_dns_answer(server, tmp_path, monkeypatch):
+    """DNS rebinding: the name first resolves to an allowed address, then to a forbidden one."""
+    import socket
+
+    port = server.httpd.server_port
+
+    class Inside(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"private data")
+
+    inside = ThreadingHTTPServer(("127.0.0.2", port), Inside)  # "the private network", same port
+    threading.Thread(target=inside.serve_forever, daemon=True).start()
+    real = socket.getaddrinfo
+    answers = iter(["127.0.0.1"] + ["127.0.0.2"] * 10)
+
+    def rebinding(host, *args, **kwargs):
+        if host == "rebind.test":
+            return real(next(answers), *args, **kwargs)
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    try:
+        path = fetch(f"http://rebind.test:{port}/img", tmp_path, allowed=only_loopback)
+        assert path.read_bytes().startswith(b"\x89PNG")
+    finally:
+        inside.shutdown()
+        inside.server_close()
+
+
+def test_downloads_with_the_same_file_name_do_not_overwrite_each_other(server, tmp_path):
+    first = fetch(f"{server.url}/a/img", tmp_path, allowed=only_loopback)
+    second = fetch(f"{server.url}/b/img", tmp_path, allowed=only_loopback)
+    assert first != second and first.is_file() and second.is_file()
