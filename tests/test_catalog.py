@@ -268,6 +268,44 @@ def test_malformed_user_files_are_reported_with_lines_not_raised(tmp_path, no_en
     assert sorted(card.id for card in catalog.candidates("translation", k=10)) == ["good-1", "good-2", "good-3"]
 
 
+def test_concurrent_first_queries_never_see_a_half_merged_task(tmp_path, no_env, monkeypatch):
+    """The app's conversations share one catalog; a task's user entries are merged on its first
+    query. A second conversation asking meanwhile must wait for all of them, not rank a part."""
+    import threading
+
+    from hugginggpt.catalog import store
+
+    user = tmp_path / "mine.jsonl"
+    user.write_text("".join(
+        json.dumps({"id": f"mine-{i}", "task": "translation", "downloads": 10 - i}) + "\n" for i in range(3)))
+    catalog = load_catalog([user], shipped=None)
+    merging, release = threading.Event(), threading.Event()
+    real = store.card_from_entry
+
+    def slow(fields, earlier):  # the real merge, held after its first card until the test says
+        card = real(fields, earlier)
+        merging.set()
+        release.wait(5)
+        return card
+
+    monkeypatch.setattr(store, "card_from_entry", slow)
+    results = {}
+
+    def ask(name):
+        results[name] = [c.id for c in catalog.candidates("translation", k=10)]
+
+    first = threading.Thread(target=ask, args=("first",))
+    second = threading.Thread(target=ask, args=("second",))
+    first.start()
+    assert merging.wait(5)
+    second.start()
+    second.join(0.3)  # under the fix it waits for the first merge to end
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert results["first"] == results["second"] == ["mine-0", "mine-1", "mine-2"]
+
+
 # ---- the prompt budget --------------------------------------------------------------------------
 
 

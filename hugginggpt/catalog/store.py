@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -30,23 +31,31 @@ class Catalog:
         # the catalog with a large user file costs nothing for the tasks a run never asks about.
         self._pending: dict[str, list[Entry]] = {}
         self.problems: list[str] = []  # "file:line: message" for user entries that were skipped
+        # One catalog serves every conversation of the app: a task's pending entries are merged
+        # by one thread while the others wait, so that none ranks a half-merged overlay.
+        self._lock = threading.RLock()
         for card in cards:
             self.add(card)
 
     def add(self, card: ModelCard) -> None:
         """Add `card`, replacing any card with the same task and id."""
-        self._merge(card.task)
-        self._overlay.setdefault(card.task, {})[card.id] = card
-        self._sorted.pop(card.task, None)
+        with self._lock:
+            self._merge(card.task)
+            self._overlay.setdefault(card.task, {})[card.id] = card
+            self._sorted.pop(card.task, None)
 
     def _merge(self, task: str) -> None:
-        for entry in self._pending.pop(task, ()):
-            model_id = entry.fields["id"]
-            earlier = self._overlay.get(task, {}).get(model_id)
-            if earlier is None and self._store is not None:
-                earlier = self._store.find(task, model_id)
-            self._overlay.setdefault(task, {})[model_id] = card_from_entry(entry.fields, earlier)
-            self._sorted.pop(task, None)
+        if task not in self._pending:  # the common case, without the lock
+            return
+        with self._lock:
+            for entry in self._pending.get(task, ()):
+                model_id = entry.fields["id"]
+                earlier = self._overlay.get(task, {}).get(model_id)
+                if earlier is None and self._store is not None:
+                    earlier = self._store.find(task, model_id)
+                self._overlay.setdefault(task, {})[model_id] = card_from_entry(entry.fields, earlier)
+                self._sorted.pop(task, None)
+            self._pending.pop(task, None)  # only now: other threads wait above until it is done
 
     def get(self, model_id: str, task: str | None = None) -> ModelCard | None:
         """The card for `model_id` (in `task`, or in any task when None)."""
@@ -105,8 +114,9 @@ class Catalog:
 
     def apply(self, entries: Iterable[Entry]) -> None:
         """Merge user entries: a known (task, id) is updated field by field, a new one is added."""
-        for entry in entries:
-            self._pending.setdefault(entry.key[0], []).append(entry)
+        with self._lock:
+            for entry in entries:
+                self._pending.setdefault(entry.key[0], []).append(entry)
 
 
 def card_from_entry(fields: dict, earlier: ModelCard | None) -> ModelCard:
