@@ -121,6 +121,7 @@ class OpenAICompatibleLLM(LLM):
         self.base_url = base_url or "https://api.openai.com/v1"
         self.model = model
         self.temperature = temperature
+        self._secret = api_key  # only to blank it out of error messages that echo it
         # Rate limits, 5xx and time-outs are retried by the client itself, with back-off.
         self._client = openai.OpenAI(
             base_url=self.base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=max_retries
@@ -185,6 +186,10 @@ class OpenAICompatibleLLM(LLM):
         except openai.APIError as e:
             raise LLMError(self._explain(e)) from None
 
+    def _hide(self, text: str) -> str:
+        """Some servers echo the key they refuse: it must not reach the chat, a log or a trace."""
+        return text.replace(self._secret, "***") if self._secret and len(self._secret) >= 4 else text
+
     def _explain(self, error: Exception) -> str:
         import openai
 
@@ -197,9 +202,9 @@ class OpenAICompatibleLLM(LLM):
         elif isinstance(error, openai.AuthenticationError):
             cause = "it refused the API key (HTTP 401); check the key"
         elif isinstance(error, openai.APIStatusError):
-            cause = f"it answered HTTP {error.status_code}: {_short(error.message)}"
+            cause = f"it answered HTTP {error.status_code}: {_short(self._hide(error.message))}"
         else:
-            cause = _short(str(error))
+            cause = _short(self._hide(str(error)))
         return f"The LLM {self.describe()} failed: {cause}"
 
 

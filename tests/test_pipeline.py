@@ -271,3 +271,11 @@ def test_the_answer_prompt_keeps_history_within_the_budget_too(server, tmp_path)
         text = " ".join(m["content"] for m in body["messages"])
         assert "turn 199" in text and "turn 0 " not in text
         assert sum(len(m["content"]) for m in body["messages"] if m["content"].startswith("turn ")) // 4 <= 1500
+
+
+def test_a_server_that_echoes_the_api_key_in_its_error_never_gets_it_into_chat_or_trace(server, tmp_path):
+    server.script("plan", Reply("invalid token sk-secret-key for this route", status=403))
+    _, done, _ = run(pipeline(server), "hi", tmp_path)
+    assert "HTTP 403" in done.error and "invalid token" in done.error
+    trace_text = open(done.trace["trace_file"]).read()
+    assert "sk-secret-key" not in done.error + json.dumps(done.trace, default=str) + trace_text
