@@ -301,3 +301,26 @@ def test_a_line_cut_short_by_a_kill_is_dropped_and_trimmed(tmp_path):
     assert (
         path.read_text() == '{"id": "1", "plan": []}\n{"id": "2", "plan": []}\n'
     )  # appends start on a clean line
+
+
+def test_a_reply_with_a_lone_surrogate_is_recorded_and_the_run_completes(tmp_path):
+    """Half an emoji, sent by the server as a JSON escape, is a str UTF-8 cannot encode: writing
+    its record crashed the run, and every rerun crashed again on the same request."""
+    out = tmp_path / "emoji"
+    broken = "Good morning \ud83d"
+    with FakeLLMServer() as fake:
+        base = responder()
+
+        def respond(stage, body):
+            if request_id(body)[0] == "10000002":
+                return Reply(plan(t(0, "translation", {"text": broken})))
+            return base(stage, body)
+
+        fake.responder = respond
+        assert run(fake, out, "--limit", "3") == 0
+        first = len(fake.requests)
+        assert run(fake, out, "--limit", "3") == 0
+        assert len(fake.requests) == first  # all three recorded: nothing asked again
+    (record,) = [r for r in records(out) if r["id"] == "10000002"]
+    assert record["plan"][0]["args"]["text"] == broken
+    assert (out / "metrics.json").is_file()

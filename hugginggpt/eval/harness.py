@@ -211,7 +211,7 @@ def run_predictions(
                         break
                     continue
                 failures_in_a_row = 0
-                sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+                sink.write(_json_line(record))
                 sink.flush()
                 bar.update(1)
     except KeyboardInterrupt:
@@ -220,6 +220,17 @@ def run_predictions(
         pool.shutdown(wait=False, cancel_futures=True)
         bar.close()
     return summary
+
+
+def _json_line(record: dict[str, Any]) -> str:
+    """One JSON line that UTF-8 can hold. An LLM reply may carry a lone surrogate (half an emoji,
+    sent as a JSON escape), which UTF-8 refuses: that record is written with ASCII escapes."""
+    line = json.dumps(record, ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(record)
+    return line + "\n"
 
 
 def _check_identity(path: Path, identity: dict[str, Any]) -> None:
