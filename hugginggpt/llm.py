@@ -245,11 +245,22 @@ class LocalChatLLM(LLM):
         return "".join(self._stream(messages, call))
 
     def _stream(self, messages: list[Message], call: LLMCall) -> Iterator[str]:
-        from transformers import TextIteratorStreamer
+        from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
 
         tokenizer, model, inputs = self._inputs(messages)
         streamer = TextIteratorStreamer(tokenizer, skip_prompt=True, skip_special_tokens=True)
-        kwargs = dict(**inputs, streamer=streamer, max_new_tokens=self.max_new_tokens, do_sample=False)
+        abandoned = threading.Event()
+
+        class Abandoned(StoppingCriteria):
+            """Ends generation once nobody reads it (Stop pressed, stream closed)."""
+
+            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                import torch
+
+                return torch.full((input_ids.shape[0],), abandoned.is_set(), dtype=torch.bool, device=input_ids.device)
+
+        kwargs = dict(**inputs, streamer=streamer, max_new_tokens=self.max_new_tokens, do_sample=False,
+                      stopping_criteria=StoppingCriteriaList([Abandoned()]))
         generated: list[Any] = []
         failed: list[Exception] = []
 
@@ -260,11 +271,14 @@ class LocalChatLLM(LLM):
                 failed.append(e)
                 streamer.end()
 
-        worker = threading.Thread(target=generate, daemon=True)
+        worker = threading.Thread(target=generate, daemon=True, name="local-llm-generate")
         worker.start()
-        for piece in streamer:
-            if piece:
-                yield piece
+        try:
+            for piece in streamer:
+                if piece:
+                    yield piece
+        finally:
+            abandoned.set()  # a no-op when generation is over; else it stops at the next token
         worker.join()
         if failed:
             raise LLMError(f"The local LLM {self.model} failed: {_short(str(failed[0]))}")

@@ -36,3 +36,17 @@ def test_missing_local_model_is_a_clear_error(tmp_path):
     llm = LocalChatLLM(str(tmp_path / "nothing-here"))
     with pytest.raises(LLMError, match="could not be loaded"):
         llm.complete(MESSAGES, stage="plan")
+
+
+def test_closing_the_stream_stops_local_generation(tiny):
+    import threading
+    import time
+
+    llm = LocalChatLLM(tiny("llama-chat"), max_new_tokens=100_000)
+    stream = llm.stream(MESSAGES, stage="respond")
+    next(stream)  # the answer started; then the person pressed Stop
+    stream.close()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(t.name == "local-llm-generate" for t in threading.enumerate()):
+        time.sleep(0.05)
+    assert not any(t.name == "local-llm-generate" for t in threading.enumerate())
