@@ -120,9 +120,12 @@ def test_half_precision_pipelines(task, model, request, tmp_path):
     import torch
 
     from models_local.handlers import HANDLERS, Device, Outputs
+    from models_local.runtime import _LOAD_GATE
 
     handler = HANDLERS[task]
-    pipe = handler.load(request.getfixturevalue(model), Device("cpu", torch.float16))
+    with _LOAD_GATE.hold(torch.float16):  # as the runtime loads: no other load may overlap this one
+        pipe = handler.load(request.getfixturevalue(model), Device("cpu", torch.float16))
+    assert torch.get_default_dtype() == torch.float32  # a float16 default would blacken later images
     assert pipe.unet.dtype == torch.float16
     out = Outputs(tmp_path)
     handler.call(pipe, {"text": "a cat"}, out)

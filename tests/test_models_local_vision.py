@@ -241,9 +241,12 @@ def test_half_precision_inputs_follow_the_model(task, model, extra, request, pho
     import torch
 
     from models_local.handlers import HANDLERS, Device, Outputs
+    from models_local.runtime import _LOAD_GATE
 
     handler = HANDLERS[task]
-    loaded = handler.load(request.getfixturevalue(model), Device("cpu", torch.float16))
+    with _LOAD_GATE.hold(torch.float16):  # as the runtime loads: no other load may overlap this one
+        loaded = handler.load(request.getfixturevalue(model), Device("cpu", torch.float16))
+    assert torch.get_default_dtype() == torch.float32  # a float16 default would poison later tests
     out = Outputs(tmp_path)
     handler.call(loaded, {"image": photo, **extra}, out)
     assert out.artifacts and out.artifacts[0]["kind"] in ("image", "text")
