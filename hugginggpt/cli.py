@@ -88,7 +88,11 @@ def main(argv: list[str] | None = None, *, stdout: TextIO = sys.stdout, stderr: 
     except OSError as e:  # a file where the folder belongs, no permission, ...
         print(f"error: cannot use {args.workdir or settings.workdir} as the workspace: {e}", file=stderr)
         return 2
-    pipeline = build_pipeline(settings)
+    try:
+        pipeline = build_pipeline(settings)
+    except ValueError as e:  # e.g. a base URL that is not a URL
+        print(f"error: {e}", file=stderr)
+        return 2
     for problem in getattr(pipeline.catalog, "problems", []):
         print(f"catalog: {problem}", file=stderr)
     print(f"LLM: {pipeline.llm.describe()}; models: {pipeline.endpoint.describe()}", file=stderr)

@@ -123,9 +123,12 @@ class OpenAICompatibleLLM(LLM):
         self.temperature = temperature
         self._secret = api_key  # only to blank it out of error messages that echo it
         # Rate limits, 5xx and time-outs are retried by the client itself, with back-off.
-        self._client = openai.OpenAI(
-            base_url=self.base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=max_retries
-        )
+        try:
+            self._client = openai.OpenAI(
+                base_url=self.base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=max_retries
+            )
+        except Exception as e:  # the HTTP client's own URL error type; a typed URL is the user's input
+            raise ValueError(f"the LLM base URL {self.base_url} is not a usable URL: {_short(str(e))}") from None
         self._learnt: dict[str, bool] = {}  # shared by recording() views, e.g. whether json_schema works
 
     def describe(self) -> str:

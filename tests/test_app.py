@@ -375,3 +375,14 @@ def test_zerogpu_wraps_local_model_calls_in_spaces_gpu(monkeypatch, tmp_path):
     done = threading.Thread(target=wrapped.run, args=("text-to-image", card, {"text": "a cat"}, tmp_path))
     done.start(), done.join()  # from a worker thread, as the scheduler calls it
     assert calls == [(120, "request-1")] and inner.calls[0][1] == "org/painter"
+
+
+def test_unparsable_typed_base_url_is_a_settings_problem_in_the_chat(tmp_path):
+    from hugginggpt.config import Settings
+    from webui.chat import ChatApp, LLMChoice
+
+    chat = ChatApp(Settings(workdir=str(tmp_path / "ws")), catalog=Catalog([]), endpoint=FakeEndpoint())
+    *_, (messages, _, running) = chat.respond("s1", {"text": "hi", "files": []}, LLMChoice(base_url="http://[::1"))
+    assert not running and "Settings problem" in messages[-1]["content"] and "http://[::1" in messages[-1]["content"]
+    *_, (messages, _, _) = chat.respond("s1", {"text": "hi", "files": []}, LLMChoice(base_url="http://a:b:c/v1"))
+    assert "Settings problem" in messages[-1]["content"]

@@ -93,3 +93,13 @@ def test_broken_config_file_or_workdir_is_bad_usage_not_a_traceback(tmp_path):
         out, err = StringIO(), StringIO()
         assert main(args, stdout=out, stderr=err) == 2, args
         assert err.getvalue().startswith("error: ") and "Traceback" not in err.getvalue()
+
+
+def test_unparsable_llm_base_url_is_bad_usage(tmp_path):
+    from io import StringIO
+
+    from hugginggpt.cli import main
+
+    out, err = StringIO(), StringIO()
+    assert main(["--llm-base-url", "http://[::1", "--workdir", str(tmp_path / "ws"), "hi"], stdout=out, stderr=err) == 2
+    assert err.getvalue().startswith("error: ") and "http://[::1" in err.getvalue()
