@@ -196,8 +196,10 @@ class _LoadGate:
     old value back afterwards. That setting is process-wide, not per thread: two overlapping loads
     can restore each other's value and leave the whole process in float16 (black images, NaN scores
     in every later float32 model), and diffusers does not restore it at all when building fails.
-    Float32 loads leave the float32 default unchanged, so they may overlap one another.
-    Process-wide (not per Runtime) because the dtype is. A loader must not load through a Runtime.
+    Float32 loads leave the float32 default unchanged, so they may overlap one another, and so may
+    float32 calls; these wait while a float16 load runs, whose default would reach their tensors.
+    Process-wide (not per Runtime) because the dtype is. A loader or a call must not load through
+    a Runtime.
     """
 
     def __init__(self) -> None:
@@ -231,6 +233,25 @@ class _LoadGate:
                     self._shared -= 1
                 if (alone or self._shared == 0) and torch.get_default_dtype() != before:
                     torch.set_default_dtype(before)
+                self._cond.notify_all()
+
+    @contextmanager
+    def calling(self, dtype: Any) -> Iterator[None]:
+        """Around a call: float32 calls share the gate with float32 loads; half precision calls
+        (a GPU's, where every load is float16 too) do not wait for anything."""
+        import torch
+
+        if dtype != torch.float32:
+            yield
+            return
+        with self._cond:
+            self._cond.wait_for(lambda: not self._alone and self._waiting == 0)
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._shared -= 1
                 self._cond.notify_all()
 
 
@@ -304,7 +325,7 @@ class Runtime:
         entry = self._get(task, model, handler)  # counted as a user of the entry
         try:
             outputs = Outputs(Path(out_dir).resolve())
-            with entry.call_lock:
+            with entry.call_lock, _LOAD_GATE.calling(self.device.dtype):
                 handler.call(entry.obj, dict(inputs), outputs)
         finally:
             with self._lock:

@@ -472,3 +472,41 @@ def test_git_lfs_pointer_weights_are_refused_not_read(tiny, tmp_path):
     with pytest.raises(RuntimeUnsupported, match="no readable safetensors header"):
         runtime.run("text-classification", str(folder), TEXT, tmp_path / "out")
     assert runtime.loads == 0
+
+
+def test_a_float32_call_never_runs_under_a_float16_load(float32_default):
+    """While a float16 load builds its model, torch's default dtype is float16 for every thread: a
+    float32 call running then would make its fresh tensors in half precision."""
+    import torch
+    from transformers.modeling_utils import local_torch_dtype
+
+    from models_local.handlers.base import Device
+
+    loading, called = threading.Event(), threading.Event()
+    seen = []
+
+    def load_half(source, device):
+        with local_torch_dtype(device.dtype):
+            loading.set()
+            called.wait(1)  # under the fix the call waits for this load: give up after 1 s
+        return source
+
+    def call(obj, inputs, out):
+        seen.append(torch.ones(1).dtype)  # what any library code would get from the default
+        if len(seen) == 2:  # the call made while the float16 load runs
+            called.set()
+        out.text(obj)
+
+    single = Runtime(memory_budget_bytes=1, device="cpu", handlers={
+        "echo": Handler(lambda source, device: source, call, library="builtin")})
+    single.run("echo", "warm", {}, ".")  # loaded before: what follows is a call only
+    half = Runtime(memory_budget_bytes=1, device="cpu", handlers={
+        "echo": Handler(load_half, lambda obj, inputs, out: out.text(obj), library="builtin")})
+    half.device = Device("cpu", torch.float16)
+    loader = threading.Thread(target=half.run, args=("echo", "half", {}, "."))
+    loader.start()
+    assert loading.wait(5)
+    single.run("echo", "warm", {}, ".")
+    loader.join(30)
+    assert seen == [torch.float32, torch.float32]
+    assert torch.get_default_dtype() == torch.float32
