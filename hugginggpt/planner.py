@@ -63,7 +63,11 @@ def planning_messages(
     specs = [
         {
             "name": s.name,
-            "args": [{"label": f"{a.name} ({a.kind}{'' if a.required else ', optional'})"} for a in s.args],
+            # The help says what an argument holds where its name cannot (question vs context).
+            "args": [
+                {"label": f"{a.name} ({a.kind}{'' if a.required else ', optional'}{f': {a.help}' if a.help else ''})"}
+                for a in s.args
+            ],
             "outputs": s.outputs,
             "description": s.description,
         }

@@ -160,3 +160,11 @@ def test_a_bad_request_on_plain_text_is_an_llm_error_and_does_not_mark_schema_un
     with pytest.raises(LLMError, match="HTTP 400: .*context too long"):
         make_plan(llm, "caption", rules=RULES)
     assert "json_schema" not in llm._learnt  # both tries failed: nothing learnt about the schema
+
+
+def test_prompt_says_what_each_argument_is_for_when_the_name_does_not():
+    system = planning_messages("x", shots=0)[0]["content"]
+    qa = next(line for line in system.splitlines() if line.startswith("- question-answering:"))
+    assert "the question" in qa and "the text holding the answer" in qa
+    vqa = next(line for line in system.splitlines() if line.startswith("- visual-question-answering:"))
+    assert "the question" in vqa
