@@ -91,6 +91,25 @@ def test_a_folder_without_gold_is_refused(tmp_path):
         load_dataset(tmp_path)
 
 
+def test_malformed_data_files_are_reported_not_raised(tmp_path, capsys):
+    """`python -m hugginggpt.eval` answers a broken data file with "error: <file>...", exit code 2."""
+    from hugginggpt.eval.__main__ import main
+
+    for name in ("tool_desc.json", "data.json", "user_requests.json"):
+        (tmp_path / name).write_text((FIXTURES / name).read_text())
+    cases = [
+        ("tool_desc.json", '{"nodes": [{"id": "A"', "tool_desc.json: not a JSON tool list"),
+        ("tool_desc.json", '{"nodes": [{"name": "A"}]}', "tool_desc.json, tool 1: not a TaskBench tool node"),
+        ("data.json", '\n[{"id": 1,\n', "data.json, line 3: not JSON"),  # cut short after line 2
+    ]
+    for name, text, message in cases:
+        original = (tmp_path / name).read_text()
+        (tmp_path / name).write_text(text)
+        assert main(["score", "--data", str(tmp_path), "--out", str(tmp_path / "run")]) == 2
+        assert message in capsys.readouterr().err
+        (tmp_path / name).write_text(original)
+
+
 # ------------------------------------------------------------------ mapping and conversion
 
 

@@ -87,19 +87,25 @@ def load_dataset(folder: str | Path, *, gold: str | Path | None = None) -> Datas
 def load_tools(path: Path) -> dict[str, Tool]:
     if not path.is_file():
         raise DataError(f"{path} is missing: the tool list is needed to score tool names and arguments")
-    raw = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:  # not JSON, or not UTF-8
+        raise DataError(f"{path}: not a JSON tool list ({e})") from None
     nodes = raw.get("nodes") if isinstance(raw, dict) else raw
     if not isinstance(nodes, list) or not nodes:
         raise DataError(f"{path} has no list of tool nodes")
     tools = {}
-    for node in nodes:
-        name = str(node["id"])
-        tools[name] = Tool(
-            name=name,
-            inputs=tuple(node.get("input-type", ())),
-            outputs=tuple(node.get("output-type", ())),
-            description=str(node.get("desc", "")),
-        )
+    for index, node in enumerate(nodes):
+        try:
+            name = str(node["id"])
+            tools[name] = Tool(
+                name=name,
+                inputs=tuple(node.get("input-type", ())),
+                outputs=tuple(node.get("output-type", ())),
+                description=str(node.get("desc", "")),
+            )
+        except (KeyError, TypeError, AttributeError) as e:
+            raise DataError(f"{path}, tool {index + 1}: not a TaskBench tool node ({e!r})") from None
     return tools
 
 
@@ -220,10 +226,16 @@ def read_records(path: Path, *, limit: int | None = None) -> list[dict[str, Any]
         except ImportError as e:
             raise DataError(f"reading {path} needs pyarrow: pip install pyarrow") from e
         return frame.head(limit).to_dict("records") if limit else frame.to_dict("records")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text ({e})") from None
     stripped = text.lstrip()
     if stripped.startswith("["):
-        records = json.loads(stripped)
+        try:
+            records = json.loads(text)  # not `stripped`: error line numbers are the file's
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}, line {e.lineno}: not JSON ({e.msg})") from None
         return records[:limit] if limit else records
     records = []
     for number, line in enumerate(text.splitlines(), 1):
