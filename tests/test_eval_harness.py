@@ -324,3 +324,25 @@ def test_a_reply_with_a_lone_surrogate_is_recorded_and_the_run_completes(tmp_pat
     (record,) = [r for r in records(out) if r["id"] == "10000002"]
     assert record["plan"][0]["args"]["text"] == broken
     assert (out / "metrics.json").is_file()
+
+
+def test_a_run_on_another_gold_file_of_the_same_folder_is_refused(tmp_path, capsys):
+    """A data folder may hold several gold files with the same ids (TaskBench's data.json and its
+    improved re-release): predictions made for one must not be resumed into a run of the other."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(DATA, data)
+    improved = data / "improved.jsonl"
+    improved.write_text((data / "data.json").read_text())  # same ids; its plans could differ
+    out = tmp_path / "run"
+    common = ["--out", str(out), "--llm-model", "poor", "--llm-api-key", "x", "--no-progress", "--limit", "2"]
+    with FakeLLMServer() as fake:
+        fake.responder = responder()
+        common += ["--llm-base-url", fake.url]
+        assert main(["--data", str(data), *common]) == 0  # finds data.json
+        assert main(["--data", str(data), "--gold", str(data / "data.json"), *common]) == 0  # the same file
+        asked_before = len(fake.requests)
+        assert main(["--data", str(data), "--gold", str(improved), *common]) == 2
+        assert "holds another run" in capsys.readouterr().err
+        assert len(fake.requests) == asked_before

@@ -110,6 +110,7 @@ def main_run(argv: list[str]) -> int:
         max_retries=args.max_retries if args.max_retries is not None else llm.settings.max_plan_retries,
         workers=args.workers if llm.server else 1,
         offer_files=not args.no_files,
+        gold=dataset.gold_path,
     )
     summary = run_predictions(samples, run_settings, llm.make, data=args.data, progress=not args.no_progress)
     result = score_run(dataset, samples, out)

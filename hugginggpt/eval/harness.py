@@ -49,11 +49,13 @@ class RunSettings:
     max_retries: int = 2
     workers: int = 1
     offer_files: bool = True  # list the media files a request mentions as its uploads
+    gold: Path | None = None  # the gold file read (a data folder may hold several, ids shared)
 
     def identity(self, data: Path) -> dict[str, Any]:
         """What must match for a rerun to resume into the same folder. Never the key."""
         return {
             "data": str(Path(data).resolve()),
+            "gold": str(Path(self.gold).resolve()) if self.gold else None,
             "model": self.model,
             "base_url": self.base_url,
             "shots": self.shots,
@@ -236,7 +238,8 @@ def _json_line(record: dict[str, Any]) -> str:
 def _check_identity(path: Path, identity: dict[str, Any]) -> None:
     if path.is_file():
         saved = json.loads(path.read_text(encoding="utf-8"))
-        differs = {k: (saved.get(k), v) for k, v in identity.items() if saved.get(k) != v}
+        # A key the folder's run.json lacks (written by an older version) is not held against it.
+        differs = {k: (saved.get(k), v) for k, v in identity.items() if saved.get(k, v) != v}
         if differs:
             what = ", ".join(f"{k}: {old!r} there, {new!r} now" for k, (old, new) in differs.items())
             raise RunMismatch(f"{path.parent} holds another run ({what}); choose another --out")
