@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import json
 import re
 from dataclasses import dataclass, field
 from graphlib import CycleError, TopologicalSorter
@@ -88,6 +89,9 @@ def parse_plan(reply: str) -> Plan:
 
 def _load_json(reply: str) -> Any:
     text = re.sub(r"```(?:json|python)?", "", reply).strip()
+    found = _first_plan_value(text)
+    if found is not None:
+        return found
     starts = [i for i in (text.find("["), text.find("{")) if i >= 0]
     if not starts:
         raise PlanParseError("the reply holds no JSON list of tasks")
@@ -100,6 +104,23 @@ def _load_json(reply: str) -> Any:
     if data in ("", None):
         raise PlanParseError("the reply holds no JSON list of tasks")
     return data
+
+
+def _first_plan_value(text: str) -> Any:
+    """The first well-formed JSON value in `text` that reads as a plan, when prose around it holds
+    brackets or braces of its own (which would spoil a first-bracket-to-last-bracket slice)."""
+    decoder = json.JSONDecoder()
+    for match in list(re.finditer(r"[\[{]", text))[:200]:
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        # Not a lone {"task": ...}: that may be the first item of a list with a flaw further on.
+        if isinstance(value, dict) and any(isinstance(value.get(k), list) for k in ("tasks", "plan", "steps")):
+            return value
+        if isinstance(value, list) and value and all(isinstance(v, dict) and "task" in v for v in value):
+            return value
+    return None
 
 
 def _task_from_raw(raw: dict[str, Any], index: int) -> Task:
