@@ -1,8 +1,11 @@
 """Test-wide setup: fully offline, and every temporary file inside the checkout."""
 
 import os
+import sys
 import tempfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 TMP = ROOT / ".tmp"
@@ -16,3 +19,14 @@ os.environ.setdefault("TMPDIR", str(TMP))
 tempfile.tempdir = str(TMP)
 for key in ("OPENAI_API_KEY", "HF_TOKEN", "HUGGINGGPT_LLM_BASE_URL", "HUGGINGGPT_LLM_API_KEY"):
     os.environ.pop(key, None)
+
+
+
+@pytest.fixture(autouse=True)
+def _torch_default_dtype_is_left_alone():
+    """Catch a test (or the code under it) that leaves torch's process-wide default dtype changed:
+    every later model would silently run in that precision."""
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        assert torch.get_default_dtype() == torch.float32, "torch's default dtype was left changed"
