@@ -69,8 +69,37 @@ def _cases() -> list[Case]:
     ]
 
 
-# Other families (vision, diffusion, ...) append their cases here.
-CASES: list[Callable[[], list[Case]]] = [_cases]
+def _photo(extra: dict[str, str] | None = None) -> Callable[[Path], dict[str, str]]:
+    def inputs(work: Path) -> dict[str, str]:
+        from tiny_vision import draw_photo
+
+        return {"image": draw_photo(work / "photo.png"), **(extra or {})}
+
+    return inputs
+
+
+def _vision_cases() -> list[Case]:
+    import tiny_vision as v
+    from models_local.handlers import diffusion
+
+    diffusion.STEPS, diffusion.VIDEO_FRAMES = 2, 4  # tiny models: load cost, not denoising, is measured
+    return [
+        Case("vision", v.build_detr, "object-detection", _photo({"threshold": "0"})),
+        Case("vision", v.build_vit_classifier, "image-classification", _photo()),
+        Case("vision", v.build_segformer, "image-segmentation", _photo()),
+        Case("vision", v.build_dpt, "depth-estimation", _photo()),
+        Case("vision", v.build_vitpose, "openpose-control", _photo()),
+        Case("multimodal", v.build_blip_captioner, "image-to-text", _photo()),
+        Case("multimodal", v.build_llava, "visual-question-answering", _photo({"text": "what is it?"})),
+        Case("multimodal", v.build_donut, "document-question-answering", _photo({"text": "what is it?"})),
+        Case("diffusion", v.build_sd, "text-to-image", _text("a red cat")),
+        Case("diffusion", v.build_sd, "image-to-image", _photo({"text": "a blue dog"})),
+        Case("diffusion", v.build_text_to_video, "text-to-video", _text("a cat walking")),
+        Case("diffusion", v.build_sd_controlnet, "canny-text-to-image", _photo({"text": "a house"})),
+    ]
+
+
+CASES: list[Callable[[], list[Case]]] = [_cases, _vision_cases]
 
 
 def main() -> None:
