@@ -91,7 +91,7 @@ def _ask_llm(llm: LLM, plan: Plan, open_choices: list[Choice], request: str, can
     for c in open_choices:
         pick = picks.get(str(c.task_id), picks.get(c.task_id))
         named = (pick.get("id") if isinstance(pick, dict) else pick) or ""
-        reason = str(pick.get("reason", "")).strip() if isinstance(pick, dict) else ""
+        reason = str(pick.get("reason") or "").strip() if isinstance(pick, dict) else ""
         match = next((m for m in c.candidates if m.id == str(named).strip()), None)
         if match is None:
             c.substituted = True

@@ -279,3 +279,10 @@ def test_a_server_that_echoes_the_api_key_in_its_error_never_gets_it_into_chat_o
     assert "HTTP 403" in done.error and "invalid token" in done.error
     trace_text = open(done.trace["trace_file"]).read()
     assert "sk-secret-key" not in done.error + json.dumps(done.trace, default=str) + trace_text
+
+
+def test_a_pick_with_a_null_reason_is_not_shown_as_none(server, photo, tmp_path):
+    server.script("plan", PLAN).script("select", '{"0": {"id": "det-small", "reason": null}}').script("respond", "ok")
+    events, _, _ = run(pipeline(server), "detect", tmp_path, files=[photo])
+    pick = next(e for e in events if isinstance(e, ModelSelected) and e.task_id == 0)
+    assert pick.model == "det-small" and pick.reason == "chosen by the LLM"
