@@ -286,3 +286,11 @@ def test_a_pick_with_a_null_reason_is_not_shown_as_none(server, photo, tmp_path)
     events, _, _ = run(pipeline(server), "detect", tmp_path, files=[photo])
     pick = next(e for e in events if isinstance(e, ModelSelected) and e.task_id == 0)
     assert pick.model == "det-small" and pick.reason == "chosen by the LLM"
+
+
+def test_a_web_address_in_the_answer_is_not_called_a_missing_file(server, photo, tmp_path):
+    from hugginggpt.respond import missing_files
+
+    ws = Workspace(tmp_path / "c")
+    answer = "The picture at https://example.com/pets/cat.png shows a cat; outputs/x/ghost.png was not made."
+    assert missing_files(answer, ws) == ["outputs/x/ghost.png"]
