@@ -114,7 +114,10 @@ class OpenAICompatibleLLM(LLM):
         timeout: float = 60.0,
         max_retries: int = 2,
         temperature: float = 0.0,
+        public_only: bool = False,
     ):
+        """`public_only`: every request, redirects included, goes only to a public address, the one
+        that was checked (for base URLs that visitors of a public app type)."""
         super().__init__()
         import openai  # light, but keeps `hugginggpt.llm` importable without it
 
@@ -125,7 +128,8 @@ class OpenAICompatibleLLM(LLM):
         # Rate limits, 5xx and time-outs are retried by the client itself, with back-off.
         try:
             self._client = openai.OpenAI(
-                base_url=self.base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=max_retries
+                base_url=self.base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=max_retries,
+                http_client=_public_only_client(timeout) if public_only else None,
             )
         except Exception as e:  # the HTTP client's own URL error type; a typed URL is the user's input
             raise ValueError(f"the LLM base URL {self.base_url} is not a usable URL: {_short(str(e))}") from None
@@ -199,7 +203,8 @@ class OpenAICompatibleLLM(LLM):
         if isinstance(error, openai.APITimeoutError):
             cause = "it did not answer in time"
         elif isinstance(error, openai.APIConnectionError):
-            cause = "it could not be reached"
+            refused = _refusal(error)
+            cause = f"it is not public: {refused}" if refused else "it could not be reached"
         elif isinstance(error, openai.RateLimitError):
             cause = "it is rate limiting requests (HTTP 429); wait and try again"
         elif isinstance(error, openai.AuthenticationError):
@@ -288,6 +293,48 @@ class LocalChatLLM(LLM):
         prompt_length = int(inputs["input_ids"].shape[-1])
         completion = int(generated[0].shape[-1]) - prompt_length if generated else 0
         call.usage = Usage(prompt_length, completion)
+
+
+def _refusal(error: BaseException) -> str | None:
+    """The urlguard refusal behind a connection error, if that is what it was."""
+    from .urlguard import URLRefused
+
+    seen = error.__cause__
+    while seen is not None and not isinstance(seen, URLRefused):
+        seen = seen.__cause__
+    return str(seen) if seen is not None else None
+
+
+def _public_only_client(timeout: float) -> Any:
+    """An HTTP client for the openai package whose every request (each redirect hop and retry) is
+    checked by urlguard and sent to the checked address, so that neither a redirect nor a second DNS
+    answer reaches a private network. Host header, TLS SNI and certificate keep the host name."""
+    import httpx2  # the HTTP client the openai package is built on
+    import openai
+
+    from . import urlguard
+
+    class PublicOnly(httpx2.BaseTransport):
+        def __init__(self) -> None:
+            self._inner = httpx2.HTTPTransport(trust_env=False)
+
+        def handle_request(self, request: Any) -> Any:
+            url = request.url
+            try:
+                address = urlguard.check_url(str(url), allowed=urlguard.is_public)[0]
+            except urlguard.URLRefused as e:  # as a connection error, which the openai client reports
+                raise httpx2.ConnectError(str(e), request=request) from e
+            request.headers["Host"] = url.netloc.decode("ascii")
+            if url.scheme == "https":
+                request.extensions = {**request.extensions, "sni_hostname": url.host}
+            request.url = url.copy_with(host=str(address))
+            return self._inner.handle_request(request)
+
+        def close(self) -> None:
+            self._inner.close()
+
+    # trust_env=False: a proxy from the environment would bypass the transport's check.
+    return openai.DefaultHttpxClient(transport=PublicOnly(), timeout=timeout, trust_env=False)
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -386,3 +386,24 @@ def test_unparsable_typed_base_url_is_a_settings_problem_in_the_chat(tmp_path):
     assert not running and "Settings problem" in messages[-1]["content"] and "http://[::1" in messages[-1]["content"]
     *_, (messages, _, _) = chat.respond("s1", {"text": "hi", "files": []}, LLMChoice(base_url="http://a:b:c/v1"))
     assert "Settings problem" in messages[-1]["content"]
+
+
+def test_on_a_public_app_a_typed_llm_url_gets_a_client_that_stays_off_private_networks(tmp_path, monkeypatch):
+    from hugginggpt import urlguard
+    from hugginggpt.config import Settings
+    from webui.chat import ChatApp, LLMChoice
+
+    from test_trust import _Redirecting, only_loopback
+
+    servers = _Redirecting()  # public (127.0.0.1 here) but redirecting to a private address
+    try:
+        monkeypatch.setattr(urlguard, "is_public", only_loopback)
+        chat = ChatApp(Settings(workdir=str(tmp_path / "ws")), catalog=Catalog([]), endpoint=FakeEndpoint(),
+                       public_llm_only=True)
+        s = chat.request_settings(LLMChoice(base_url=servers.url, model="m"), resolve=False)
+        llm = chat.llm_for(s)
+        with pytest.raises(Exception, match="not public"):
+            llm.complete([{"role": "user", "content": "hi"}], stage="plan")
+        assert servers.private_hits == []
+    finally:
+        servers.close()

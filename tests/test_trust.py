@@ -192,3 +192,73 @@ def test_downloads_with_the_same_file_name_do_not_overwrite_each_other(server, t
     first = fetch(f"{server.url}/a/img", tmp_path, allowed=only_loopback)
     second = fetch(f"{server.url}/b/img", tmp_path, allowed=only_loopback)
     assert first != second and first.is_file() and second.is_file()
+
+
+class _Redirecting:
+    """A 'public' LLM server (on 127.0.0.1) that redirects every call to a private one (127.0.0.2)."""
+
+    def __init__(self):
+        hits = self.private_hits = []
+
+        class Private(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                hits.append(self.path)
+                self.send_response(200)
+                self.end_headers()
+
+        self.private = ThreadingHTTPServer(("127.0.0.2", 0), Private)
+        target = f"http://127.0.0.2:{self.private.server_port}/v1/chat/completions"
+
+        class Public(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.send_response(307)
+                self.send_header("Location", target)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.public = ThreadingHTTPServer(("127.0.0.1", 0), Public)
+        for s in (self.private, self.public):
+            threading.Thread(target=s.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.public.server_port}/v1"
+
+    def close(self):
+        for s in (self.private, self.public):
+            s.shutdown()
+            s.server_close()
+
+
+def test_a_public_only_llm_client_never_reaches_a_private_address_by_redirect(monkeypatch):
+    from hugginggpt.llm import LLMError, OpenAICompatibleLLM
+
+    monkeypatch.setattr(urlguard, "is_public", only_loopback)  # 127.0.0.1 plays the public internet
+    servers = _Redirecting()
+    try:
+        guarded = OpenAICompatibleLLM(base_url=servers.url, model="m", api_key="k", timeout=5, max_retries=0,
+                                      public_only=True)
+        with pytest.raises(LLMError, match="127.0.0.2"):
+            guarded.complete([{"role": "user", "content": "hi"}], stage="plan")
+        assert servers.private_hits == []
+    finally:
+        servers.close()
+
+
+def test_a_public_only_llm_client_talks_to_public_servers(monkeypatch):
+    from fakes.llm_server import FakeLLMServer
+
+    from hugginggpt.llm import OpenAICompatibleLLM
+
+    monkeypatch.setattr(urlguard, "is_public", only_loopback)
+    with FakeLLMServer() as server:
+        server.script("chat", "hello")
+        llm = OpenAICompatibleLLM(base_url=server.url, model="m", api_key="k", timeout=5, max_retries=0,
+                                  public_only=True)
+        assert llm.complete([{"role": "user", "content": "hi"}], stage="plan") == "hello"
+        assert "".join(llm.stream([{"role": "user", "content": "hi"}], stage="respond")) == "hello"
+        assert server.requests[0]["messages"][0]["content"] == "hi"

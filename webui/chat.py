@@ -27,7 +27,7 @@ from hugginggpt.config import INFERENCE_MODES, Settings
 from hugginggpt.endpoints import Endpoint, HostedEndpoint, LocalEndpoint, RoutedEndpoint
 from hugginggpt.events import Done
 from hugginggpt.factory import DEFAULT_SERVER_MODEL, build_catalog, build_llm
-from hugginggpt.llm import LLM, LocalChatLLM, Message
+from hugginggpt.llm import LLM, LocalChatLLM, Message, OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.workspace import Workspace
 
@@ -166,6 +166,11 @@ class ChatApp:
         if self.llm is not None and (s.llm_base_url, s.llm_model) == (self.settings.llm_base_url, self.settings.llm_model):
             return self.llm
         if s.uses_server:
+            if self.public_llm_only and s.llm_base_url != self.settings.llm_base_url:
+                # A URL a visitor typed: no redirect or second DNS answer may lead to the host's network.
+                return OpenAICompatibleLLM(base_url=s.llm_base_url, model=s.llm_model or DEFAULT_SERVER_MODEL,
+                                           api_key=s.llm_api_key, timeout=s.llm_timeout,
+                                           max_retries=s.llm_max_retries, public_only=True)
             return build_llm(s)  # a client per request: its call log is this request's trace
         name = s.llm_model or s.local_llm_model
         with self._lock:  # a local model is loaded once and shared
