@@ -168,6 +168,8 @@ class OpenAICompatibleLLM(LLM):
             raise LLMError(self._explain(e)) from None
 
     def _text(self, response: Any, call: LLMCall) -> str:
+        if not hasattr(response, "choices"):  # the openai client hands back a non-JSON body as a str
+            raise LLMError(self._not_an_api())
         if response.usage is not None:
             call.usage = Usage(response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0)
         if not response.choices:
@@ -185,13 +187,23 @@ class OpenAICompatibleLLM(LLM):
                 stream=True,
                 stream_options={"include_usage": True},
             )
+            seen = False
             for chunk in chunks:
+                seen = True
                 if chunk.usage is not None:
                     call.usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
                 if chunk.choices and chunk.choices[0].delta.content:
                     yield chunk.choices[0].delta.content
         except openai.APIError as e:
             raise LLMError(self._explain(e)) from None
+        if not seen:  # a real stream sends at least its end; this was not an event stream at all
+            raise LLMError(self._not_an_api())
+
+    def _not_an_api(self) -> str:
+        return (
+            f"The LLM {self.describe()} failed: it did not answer like an OpenAI-compatible API "
+            "(check the base URL: it usually ends in /v1)"
+        )
 
     def _hide(self, text: str) -> str:
         """Some servers echo the key they refuse: it must not reach the chat, a log or a trace."""

@@ -294,3 +294,37 @@ def test_a_web_address_in_the_answer_is_not_called_a_missing_file(server, photo,
     ws = Workspace(tmp_path / "c")
     answer = "The picture at https://example.com/pets/cat.png shows a cat; outputs/x/ghost.png was not made."
     assert missing_files(answer, ws) == ["outputs/x/ghost.png"]
+
+
+def test_a_base_url_that_answers_with_a_web_page_is_a_clear_llm_error(tmp_path):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from hugginggpt.llm import LLMError
+
+    class WebPage(BaseHTTPRequestHandler):  # e.g. a chat UI's address typed instead of its API's
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = b"<html><body>Welcome</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), WebPage)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        llm = OpenAICompatibleLLM(base_url=f"http://127.0.0.1:{httpd.server_port}", model="m", api_key="k",
+                                  timeout=5, max_retries=0)
+        done = list(Pipeline(llm=llm, catalog=CATALOG, endpoint=FakeEndpoint()).run(
+            "hi", workspace=Workspace(tmp_path / "c")))[-1]
+        assert done.error.startswith("The LLM m at") and "OpenAI-compatible" in done.error
+        with pytest.raises(LLMError, match="OpenAI-compatible"):
+            list(llm.stream([{"role": "user", "content": "hi"}], stage="respond"))
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
