@@ -258,6 +258,11 @@ class LocalChatLLM(LLM):
 
     def _inputs(self, messages: list[Message]) -> tuple[Any, Any, Any]:
         tokenizer, model = self._load()
+        if not getattr(tokenizer, "chat_template", None):
+            raise LLMError(
+                f"The local LLM {self.model} has no chat template: choose an instruction-tuned (chat) model, "
+                "or an OpenAI-compatible server"
+            )
         ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
         return tokenizer, model, ids
 

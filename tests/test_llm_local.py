@@ -50,3 +50,11 @@ def test_closing_the_stream_stops_local_generation(tiny):
     while time.monotonic() < deadline and any(t.name == "local-llm-generate" for t in threading.enumerate()):
         time.sleep(0.05)
     assert not any(t.name == "local-llm-generate" for t in threading.enumerate())
+
+
+def test_a_local_model_without_a_chat_template_is_a_clear_error(tiny):
+    llm = LocalChatLLM(tiny("gpt2"), max_new_tokens=4)  # a base model: no chat template
+    with pytest.raises(LLMError, match="chat template"):
+        llm.complete(MESSAGES, stage="plan")
+    with pytest.raises(LLMError, match="chat template"):
+        list(llm.stream(MESSAGES, stage="respond"))
