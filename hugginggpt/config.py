@@ -51,6 +51,10 @@ class Settings:
             raise ValueError(f"inference must be one of {', '.join(INFERENCE_MODES)}, not {self.inference!r}")
         if self.top_k < 1 or self.task_attempts < 1 or self.max_workers < 1:
             raise ValueError("top_k, task_attempts and max_workers must be at least 1")
+        if self.max_plan_retries < 0 or self.history_tokens < 0 or self.llm_max_retries < 0:
+            raise ValueError("max_plan_retries, history_tokens and llm_max_retries must not be negative")
+        if self.task_timeout <= 0 or self.llm_timeout <= 0:
+            raise ValueError("task_timeout and llm_timeout must be more than 0 seconds")
 
     @property
     def uses_server(self) -> bool:

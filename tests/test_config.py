@@ -25,6 +25,9 @@ def test_file_then_environment_then_overrides(tmp_path):
     ({"HUGGINGGPT_INFERENCE": "cloud"}, "inference must be one of"),
     ({"HUGGINGGPT_TOP_K": "0"}, "at least 1"),
     ({"HUGGINGGPT_TOP_K": "many"}, "invalid literal"),
+    ({"HUGGINGGPT_MAX_PLAN_RETRIES": "-1"}, "max_plan_retries"),
+    ({"HUGGINGGPT_TASK_TIMEOUT": "0"}, "task_timeout"),
+    ({"HUGGINGGPT_LLM_TIMEOUT": "-5"}, "llm_timeout"),
 ])
 def test_bad_values_are_clear_errors(env, words):
     with pytest.raises(ValueError, match=words):
