@@ -188,12 +188,13 @@ class OpenAICompatibleLLM(LLM):
                 stream_options={"include_usage": True},
             )
             seen = False
-            for chunk in chunks:
-                seen = True
-                if chunk.usage is not None:
-                    call.usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
-                if chunk.choices and chunk.choices[0].delta.content:
-                    yield chunk.choices[0].delta.content
+            with chunks:  # closes the connection when the reader stops early: the server stops generating
+                for chunk in chunks:
+                    seen = True
+                    if chunk.usage is not None:
+                        call.usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
+                    if chunk.choices and chunk.choices[0].delta.content:
+                        yield chunk.choices[0].delta.content
         except openai.APIError as e:
             raise LLMError(self._explain(e)) from None
         if not seen:  # a real stream sends at least its end; this was not an event stream at all

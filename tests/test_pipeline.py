@@ -328,3 +328,18 @@ def test_a_base_url_that_answers_with_a_web_page_is_a_clear_llm_error(tmp_path):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_closing_the_answer_stream_hangs_up_on_the_server(server):
+    import time
+
+    server.script("respond", Reply("word " * 400, chunk_delay=0.005))
+    llm = OpenAICompatibleLLM(base_url=server.url, model="fake", api_key="k", timeout=5, max_retries=0)
+    stream = llm.stream([{"role": "system", "content": "# Stage: respond"}, {"role": "user", "content": "x"}],
+                        stage="respond")
+    next(stream)
+    stream.close()  # Stop pressed: a paid server must stop generating, not stream to nobody
+    deadline = time.monotonic() + 3
+    while server.dropped_streams == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.dropped_streams == 1

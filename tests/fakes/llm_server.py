@@ -38,6 +38,7 @@ class FakeLLMServer:
         self.reject_schema = reject_schema
         self.latency = latency  # added to every reply
         self.requests: list[dict[str, Any]] = []
+        self.dropped_streams = 0  # streamed replies whose client hung up before the end
         self.responder: Callable[[str, dict[str, Any]], Reply | str] | None = None
         self._queues: dict[str, list[Reply]] = defaultdict(list)
         self._lock = threading.Lock()
@@ -145,8 +146,14 @@ class FakeLLMServer:
                 base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake"}
                 for piece in re.findall(r"\S+\s*|\s+", reply.content):
                     chunk = {**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                    self.wfile.flush()
+                    try:
+                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                        self.wfile.flush()
+                    except OSError:  # the client closed the stream
+                        with fake._lock:
+                            fake.dropped_streams += 1
+                        self.close_connection = True
+                        return
                     time.sleep(reply.chunk_delay)
                 end = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
                 self.wfile.write(f"data: {json.dumps(end)}\n\n".encode())
