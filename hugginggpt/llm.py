@@ -136,7 +136,7 @@ class OpenAICompatibleLLM(LLM):
         self._learnt: dict[str, bool] = {}  # shared by recording() views, e.g. whether json_schema works
 
     def describe(self) -> str:
-        return f"{self.model} at {self.base_url}"
+        return f"{self.model} at {_without_credentials(self.base_url)}"
 
     def _complete(self, messages: list[Message], schema: dict[str, Any] | None, call: LLMCall) -> str:
         import openai
@@ -311,6 +311,16 @@ class LocalChatLLM(LLM):
         prompt_length = int(inputs["input_ids"].shape[-1])
         completion = int(generated[0].shape[-1]) - prompt_length if generated else 0
         call.usage = Usage(prompt_length, completion)
+
+
+def _without_credentials(url: str) -> str:
+    """`url` with any user:password@ blanked: the base URL goes into errors, status lines and traces."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
 
 
 def _refusal(error: BaseException) -> str | None:

@@ -407,3 +407,13 @@ def test_on_a_public_app_a_typed_llm_url_gets_a_client_that_stays_off_private_ne
         assert servers.private_hits == []
     finally:
         servers.close()
+
+
+def test_the_status_line_never_shows_a_password_in_the_servers_base_url(tmp_path):
+    from hugginggpt.config import Settings
+    from webui.chat import ChatApp, LLMChoice
+
+    chat = ChatApp(Settings(llm_base_url="http://op:pw-secret@127.0.0.1:9/v1", workdir=str(tmp_path / "ws")),
+                   catalog=Catalog([]), endpoint=FakeEndpoint())
+    line = chat.status(LLMChoice())
+    assert "127.0.0.1:9/v1" in line and "pw-secret" not in line

@@ -343,3 +343,11 @@ def test_closing_the_answer_stream_hangs_up_on_the_server(server):
     while server.dropped_streams == 0 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert server.dropped_streams == 1
+
+
+def test_a_password_in_the_base_url_stays_out_of_errors_and_traces(tmp_path):
+    llm = OpenAICompatibleLLM(base_url="http://user:pw-secret@127.0.0.1:9/v1", model="m", timeout=2, max_retries=0)
+    done = list(Pipeline(llm=llm, catalog=CATALOG, endpoint=FakeEndpoint()).run(
+        "hi", workspace=Workspace(tmp_path / "c")))[-1]
+    assert "could not be reached" in done.error and "127.0.0.1:9" in done.error
+    assert "pw-secret" not in done.error + json.dumps(done.trace, default=str) + llm.describe()

@@ -27,7 +27,7 @@ from hugginggpt.config import INFERENCE_MODES, Settings
 from hugginggpt.endpoints import Endpoint, HostedEndpoint, LocalEndpoint, RoutedEndpoint
 from hugginggpt.events import Done
 from hugginggpt.factory import DEFAULT_SERVER_MODEL, build_catalog, build_llm
-from hugginggpt.llm import LLM, LocalChatLLM, Message, OpenAICompatibleLLM
+from hugginggpt.llm import LLM, LocalChatLLM, Message, OpenAICompatibleLLM, _without_credentials
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.workspace import Workspace
 
@@ -195,7 +195,7 @@ class ChatApp:
         except ValueError as e:
             return f"**Settings problem:** {e}"
         if s.uses_server:
-            llm = f"{s.llm_model or DEFAULT_SERVER_MODEL} at {s.llm_base_url or 'https://api.openai.com/v1'}"
+            llm = f"{s.llm_model or DEFAULT_SERVER_MODEL} at {_without_credentials(s.llm_base_url or 'https://api.openai.com/v1')}"
         else:
             llm = f"{s.llm_model or s.local_llm_model} (local transformers; no LLM server configured)"
         endpoint = self.endpoint_for(s.inference).describe()
