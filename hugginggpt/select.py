@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -81,7 +83,7 @@ def _ask_llm(llm: LLM, plan: Plan, open_choices: list[Choice], request: str, can
         {"role": "user", "content": prompts.render("select", "user", request=request, tasks=listing)},
     ]
     try:
-        reply = json_repair.loads(llm.complete(messages, stage="select", schema=SELECT_SCHEMA))
+        reply = _read_picks(llm.complete(messages, stage="select", schema=SELECT_SCHEMA), open_choices)
     except LLMError as e:
         for c in open_choices:
             c.reason = f"the top-ranked candidate, because model selection failed: {e}"
@@ -102,3 +104,18 @@ def _ask_llm(llm: LLM, plan: Plan, open_choices: list[Choice], request: str, can
             )
         else:
             c.model, c.reason = match, reason or "chosen by the LLM"
+
+
+def _read_picks(reply: str, open_choices: list[Choice]) -> object:
+    """The first well-formed JSON object keyed by a task id; thoughts or prose around it may hold
+    braces of their own. Failing that, whatever the JSON repair library makes of the reply."""
+    ids = {str(c.task_id) for c in open_choices}
+    decoder = json.JSONDecoder()
+    for match in list(re.finditer(r"{", reply))[:200]:
+        try:
+            value, _ = decoder.raw_decode(reply, match.start())
+        except ValueError:
+            continue
+        if isinstance(value, dict) and ids & set(value):
+            return value
+    return json_repair.loads(reply)

@@ -351,3 +351,14 @@ def test_a_password_in_the_base_url_stays_out_of_errors_and_traces(tmp_path):
         "hi", workspace=Workspace(tmp_path / "c")))[-1]
     assert "could not be reached" in done.error and "127.0.0.1:9" in done.error
     assert "pw-secret" not in done.error + json.dumps(done.trace, default=str) + llm.describe()
+
+
+@pytest.mark.parametrize("reply", [
+    '<think>det-big {bigger} or det-small?</think>\n{"0": {"id": "det-small", "reason": "smaller"}}',
+    'Here you go: {"0": {"id": "det-small", "reason": "smaller"}} (I weighed {size, speed}).',
+])
+def test_a_selection_with_thoughts_or_prose_around_it_is_still_read(server, photo, tmp_path, reply):
+    server.script("plan", PLAN).script("select", reply).script("respond", "ok")
+    events, _, _ = run(pipeline(server), "detect", tmp_path, files=[photo])
+    pick = next(e for e in events if isinstance(e, ModelSelected) and e.task_id == 0)
+    assert (pick.model, pick.reason, pick.substituted) == ("det-small", "smaller", False)
