@@ -283,7 +283,8 @@ class LocalChatLLM(LLM):
             def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
                 import torch
 
-                return torch.full((input_ids.shape[0],), abandoned.is_set(), dtype=torch.bool, device=input_ids.device)
+                stop = abandoned.is_set()
+                return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
         kwargs = dict(**inputs, streamer=streamer, max_new_tokens=self.max_new_tokens, do_sample=False,
                       stopping_criteria=StoppingCriteriaList([Abandoned()]))

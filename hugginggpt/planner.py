@@ -65,7 +65,7 @@ def planning_messages(
             "name": s.name,
             # The help says what an argument holds where its name cannot (question vs context).
             "args": [
-                {"label": f"{a.name} ({a.kind}{'' if a.required else ', optional'}{f': {a.help}' if a.help else ''})"}
+                {"label": f"{a.name} ({a.kind}{'' if a.required else ', optional'}{': ' + a.help if a.help else ''})"}
                 for a in s.args
             ],
             "outputs": s.outputs,

@@ -195,7 +195,8 @@ class ChatApp:
         except ValueError as e:
             return f"**Settings problem:** {e}"
         if s.uses_server:
-            llm = f"{s.llm_model or DEFAULT_SERVER_MODEL} at {_without_credentials(s.llm_base_url or 'https://api.openai.com/v1')}"
+            url = _without_credentials(s.llm_base_url or "https://api.openai.com/v1")
+            llm = f"{s.llm_model or DEFAULT_SERVER_MODEL} at {url}"
         else:
             llm = f"{s.llm_model or s.local_llm_model} (local transformers; no LLM server configured)"
         endpoint = self.endpoint_for(s.inference).describe()
