@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import json
 import re
 from dataclasses import dataclass, field
 from graphlib import CycleError, TopologicalSorter
@@ -17,6 +16,7 @@ from typing import Any
 import json_repair
 
 from . import tasks as task_types
+from .jsontext import first_json_value
 
 RESOURCE = "<resource>-{}"
 # The spellings LLMs use for "the output of task N": <resource>-N, <resource-N>, <GENERATED>-N, ...
@@ -89,7 +89,7 @@ def parse_plan(reply: str) -> Plan:
 
 def _load_json(reply: str) -> Any:
     text = re.sub(r"```(?:json|python)?", "", reply).strip()
-    found = _first_plan_value(text)
+    found = first_json_value(text, _reads_as_plan)
     if found is not None:
         return found
     starts = [i for i in (text.find("["), text.find("{")) if i >= 0]
@@ -106,21 +106,11 @@ def _load_json(reply: str) -> Any:
     return data
 
 
-def _first_plan_value(text: str) -> Any:
-    """The first well-formed JSON value in `text` that reads as a plan, when prose around it holds
-    brackets or braces of its own (which would spoil a first-bracket-to-last-bracket slice)."""
-    decoder = json.JSONDecoder()
-    for match in list(re.finditer(r"[\[{]", text))[:200]:
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
-            continue
-        # Not a lone {"task": ...}: that may be the first item of a list with a flaw further on.
-        if isinstance(value, dict) and any(isinstance(value.get(k), list) for k in ("tasks", "plan", "steps")):
-            return value
-        if isinstance(value, list) and value and all(isinstance(v, dict) and "task" in v for v in value):
-            return value
-    return None
+def _reads_as_plan(value: Any) -> bool:
+    # Not a lone {"task": ...}: that may be the first item of a list with a flaw further on.
+    if isinstance(value, dict):
+        return any(isinstance(value.get(k), list) for k in ("tasks", "plan", "steps"))
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) and "task" in v for v in value)
 
 
 def _task_from_raw(raw: dict[str, Any], index: int) -> Task:

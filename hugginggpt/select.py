@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -12,6 +10,7 @@ import json_repair
 from . import prompts
 from .catalog import Catalog, ModelCard
 from .catalog import prompt_lines as catalog_prompt_lines
+from .jsontext import first_json_value
 from .llm import LLM, LLMError
 from .plan import Plan
 
@@ -107,15 +106,7 @@ def _ask_llm(llm: LLM, plan: Plan, open_choices: list[Choice], request: str, can
 
 
 def _read_picks(reply: str, open_choices: list[Choice]) -> object:
-    """The first well-formed JSON object keyed by a task id; thoughts or prose around it may hold
-    braces of their own. Failing that, whatever the JSON repair library makes of the reply."""
+    """The first JSON object keyed by a task id; failing that, what the JSON repair library makes of it."""
     ids = {str(c.task_id) for c in open_choices}
-    decoder = json.JSONDecoder()
-    for match in list(re.finditer(r"{", reply))[:200]:
-        try:
-            value, _ = decoder.raw_decode(reply, match.start())
-        except ValueError:
-            continue
-        if isinstance(value, dict) and ids & set(value):
-            return value
-    return json_repair.loads(reply)
+    found = first_json_value(reply, lambda v: isinstance(v, dict) and bool(ids & set(v)), starts="{")
+    return found if found is not None else json_repair.loads(reply)
