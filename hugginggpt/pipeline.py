@@ -25,14 +25,13 @@ from .events import (
     Event,
     ModelSelected,
     PlanReady,
-    PlanRejected,
     StageStarted,
 )
 from .execute import ExecutionSettings, TaskRecord, execute_plan
 from .llm import LLM, LLMError, Message
 from .plan import FileRules
 from .planner import FileInfo, plan_steps, trim_history
-from .respond import answer_messages, missing_files, stream_answer
+from .respond import answer_messages, missing_files
 from .select import select_models
 from .workspace import Workspace
 
@@ -108,7 +107,8 @@ class _Run:
                 FileInfo(kind_of_file(path) or "file", name, new=path in new_files)
                 for name, path in available.items()
             ]
-            steps = plan_steps(
+            # rejected plans are shown as they happen
+            outcome = yield from plan_steps(
                 self.llm,
                 self.request,
                 files=infos,
@@ -118,13 +118,6 @@ class _Run:
                 rules=FileRules(uploads=frozenset(available), allow_urls=s.allow_urls),
                 history_tokens=s.history_tokens,
             )
-            while True:  # rejected plans are shown as they happen
-                try:
-                    attempt, problems = next(steps)
-                except StopIteration as finished:
-                    outcome = finished.value
-                    break
-                yield PlanRejected(attempt, problems)
         self.trace["plan_attempts"] = outcome.attempts
         self.trace["plan_problems"] = outcome.problems
         if outcome.plan is None:
@@ -192,7 +185,8 @@ class _Run:
             parts = []
             # The same history budget as planning: a long conversation must not overflow the context.
             history = trim_history(self.history, s.history_tokens)
-            for delta in stream_answer(self.llm, answer_messages(self.request, records, self.workspace, history)):
+            messages = answer_messages(self.request, records, self.workspace, history)
+            for delta in self.llm.stream(messages, stage="respond"):
                 if self.cancelled.is_set():
                     return "".join(parts), "cancelled"
                 parts.append(delta)

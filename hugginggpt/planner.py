@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from . import prompts
 from . import tasks as task_types
+from .events import PlanRejected
 from .llm import LLM, Message, Usage
 from .plan import FileRules, Plan, PlanParseError, parse_plan, validate_plan
 
@@ -104,10 +105,10 @@ def plan_steps(
     max_retries: int = 2,
     rules: FileRules | None = None,
     history_tokens: int = 1500,
-) -> Generator[tuple[int, list[str]], None, PlanOutcome]:
+) -> Generator[PlanRejected, None, PlanOutcome]:
     """Ask for a plan; while it has problems, show them to the LLM and ask again (bounded).
 
-    Yields (attempt, problems) for each rejected plan as it happens; returns the PlanOutcome.
+    Yields a PlanRejected event for each rejected plan as it happens; returns the PlanOutcome.
     `rules=None` leaves literal file names unchecked (as for benchmark requests that only mention
     files); otherwise a file argument must name one of `rules.uploads`.
     LLMError (the backend failing) propagates: that is not the plan's fault.
@@ -130,7 +131,7 @@ def plan_steps(
             outcome.plan = plan
             return outcome
         outcome.problems.append(problems)
-        yield attempt, problems
+        yield PlanRejected(attempt, problems)
         messages = [
             *messages,
             {"role": "assistant", "content": reply},
@@ -145,11 +146,11 @@ def make_plan(llm: LLM, request: str, *, on_rejected=None, **options) -> PlanOut
     steps = plan_steps(llm, request, **options)
     while True:
         try:
-            attempt, problems = next(steps)
+            rejected = next(steps)
         except StopIteration as finished:
             return finished.value
         if on_rejected is not None:
-            on_rejected(attempt, problems)
+            on_rejected(rejected.attempt, rejected.problems)
 
 
 def _validate_unchecked_files(plan: Plan) -> list[str]:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+
 from . import prompts
 from .execute import TaskRecord
-from .llm import LLM, Message
+from .llm import Message
 from .workspace import Workspace
 
 # Things in an answer that look like file paths: a name with a media or data suffix.
@@ -32,10 +32,6 @@ def answer_messages(
         *history,
         {"role": "user", "content": prompts.render("respond", "user", request=request, tasks=tasks)},
     ]
-
-
-def stream_answer(llm: LLM, messages: list[Message]) -> Iterator[str]:
-    yield from llm.stream(messages, stage="respond")
 
 
 def missing_files(answer: str, workspace: Workspace) -> list[str]:
