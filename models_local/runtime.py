@@ -350,24 +350,28 @@ class Runtime:
             self._cache.clear()
         self._free()
 
+    def _take_cached(self, key: tuple) -> _Entry | None:
+        """The cached entry for `key`, marked in use and most recently used (hold self._lock)."""
+        entry = self._cache.get(key)
+        if entry is not None:
+            self._cache.move_to_end(key)
+            entry.users += 1
+        return entry
+
     def _get(self, task: str, model: str, handler: Handler) -> _Entry:
         # Tasks that share a loader function (summarization, translation, ...) share one loaded copy.
         if Path(model).expanduser().is_dir():
             model = str(Path(model).expanduser().resolve())  # one entry per folder, however it is spelled
         key = (handler.load, model)
         with self._lock:
-            entry = self._cache.get(key)
+            entry = self._take_cached(key)
             if entry is not None:
-                self._cache.move_to_end(key)
-                entry.users += 1
                 return entry
             load_lock = self._load_locks.setdefault(key, threading.Lock())
         with load_lock:  # concurrent first uses wait here; the first one loads
             with self._lock:
-                entry = self._cache.get(key)
+                entry = self._take_cached(key)
                 if entry is not None:
-                    self._cache.move_to_end(key)
-                    entry.users += 1
                     return entry
             # "builtin" handlers (e.g. an edge detector) have no files: the name is all they need
             folder, estimate = (model, 0) if handler.library == "builtin" else self._locate(model)
