@@ -150,6 +150,11 @@ def _run_task(
 ) -> None:
     record = records[task.id]
     started = time.perf_counter()
+
+    def fail(error: str, model: str = "") -> None:
+        record.status, record.error = "failed", error
+        inbox.put(TaskFailed(task.id, task.task, model, error, final=True))
+
     try:
         if cancelled.is_set():
             record.status, record.error = "failed", "cancelled"
@@ -157,14 +162,10 @@ def _run_task(
         try:
             inputs = resolve_inputs(task, records, workspace, run_dir, settings.fetch_url)
         except (FileRefused, ValueError) as e:
-            record.status, record.error = "failed", str(e)
-            inbox.put(TaskFailed(task.id, task.task, "", str(e), final=True))
-            return
+            return fail(str(e))
         models = choice.fallbacks()[: settings.task_attempts]
         if not models:
-            record.status, record.error = "failed", choice.reason
-            inbox.put(TaskFailed(task.id, task.task, "", choice.reason, final=True))
-            return
+            return fail(choice.reason)
         out_dir = run_dir / f"task-{task.id}"
         for attempt, model in enumerate(models, start=1):
             if cancelled.is_set():
@@ -190,8 +191,7 @@ def _run_task(
             inbox.put(TaskFinished(task.id, task.task, model.id, outputs, seconds))
             return
     except Exception as e:  # a bug must not leave the scheduler waiting forever
-        record.status, record.error = "failed", f"internal error: {type(e).__name__}: {e}"
-        inbox.put(TaskFailed(task.id, task.task, record.model or "", record.error, final=True))
+        fail(f"internal error: {type(e).__name__}: {e}", record.model or "")
     finally:
         record.seconds = time.perf_counter() - started
         inbox.put(_Finished(task.id))
@@ -230,7 +230,7 @@ def _check_outputs(task: str, outputs: list[Artifact], workspace: Workspace) -> 
     if missing:
         raise EndpointError(f"the model returned no {' or '.join(missing)} output")
     for a in outputs:
-        if a.path is not None and not (workspace.root in Path(a.path).resolve().parents and Path(a.path).is_file()):
+        if a.path is not None and not (workspace.contains(a.path) and Path(a.path).is_file()):
             raise EndpointError(f"the model's output file {a.path} is missing or outside the workspace")
 
 

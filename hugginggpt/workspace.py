@@ -81,13 +81,14 @@ class Workspace:
             raise FileRefused(f"'{name}' is not a file of this conversation")
         relative = text.lstrip("/")  # "/photo.jpg" is how HuggingGPT plans name uploads
         for candidate in (self.uploads_dir / relative, self.root / relative, Path(text)):
-            if self._inside(candidate) and candidate.is_file():
+            if self.contains(candidate) and candidate.is_file():
                 return candidate.resolve()
         if Path(text).is_absolute() or ".." in Path(text).parts:
             raise FileRefused(f"'{name}' is outside this conversation's files")
         raise FileRefused(f"'{name}' is not a file of this conversation")
 
-    def _inside(self, path: Path) -> bool:
+    def contains(self, path: Path) -> bool:
+        """Whether `path`, links resolved, lies inside this workspace."""
         try:
             return Path(path).resolve().is_relative_to(self.root)
         except (OSError, RuntimeError):
