@@ -13,8 +13,11 @@ from .pipeline import Pipeline
 DEFAULT_SERVER_MODEL = "gpt-4o-mini"
 
 
-def build_llm(settings: Settings) -> LLM:
-    """An OpenAI-compatible server when a base URL or key is set, else a local transformers model."""
+def build_llm(settings: Settings, *, public_only: bool = False) -> LLM:
+    """An OpenAI-compatible server when a base URL or key is set, else a local transformers model.
+
+    `public_only`: every request (redirects and retries too) must go to a public address, for a
+    base URL that a visitor of a public app typed."""
     if settings.uses_server:
         return OpenAICompatibleLLM(
             base_url=settings.llm_base_url,
@@ -22,6 +25,7 @@ def build_llm(settings: Settings) -> LLM:
             api_key=settings.llm_api_key,
             timeout=settings.llm_timeout,
             max_retries=settings.llm_max_retries,
+            public_only=public_only,
         )
     return LocalChatLLM(settings.llm_model or settings.local_llm_model)
 

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+OPENAI_BASE_URL = "https://api.openai.com/v1"  # where a key without a base URL goes
+
 Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": str}
 
 
@@ -121,7 +123,7 @@ class OpenAICompatibleLLM(LLM):
         super().__init__()
         import openai  # light, but keeps `hugginggpt.llm` importable without it
 
-        self.base_url = base_url or "https://api.openai.com/v1"
+        self.base_url = base_url or OPENAI_BASE_URL
         self.model = model
         self.temperature = temperature
         self._secret = api_key  # only to blank it out of error messages that echo it
@@ -136,7 +138,7 @@ class OpenAICompatibleLLM(LLM):
         self._learnt: dict[str, bool] = {}  # shared by recording() views, e.g. whether json_schema works
 
     def describe(self) -> str:
-        return f"{self.model} at {_without_credentials(self.base_url)}"
+        return f"{self.model} at {without_credentials(self.base_url)}"
 
     def _complete(self, messages: list[Message], schema: dict[str, Any] | None, call: LLMCall) -> str:
         import openai
@@ -314,7 +316,7 @@ class LocalChatLLM(LLM):
         call.usage = Usage(prompt_length, completion)
 
 
-def _without_credentials(url: str) -> str:
+def without_credentials(url: str) -> str:
     """`url` with any user:password@ blanked: the base URL goes into errors, status lines and traces."""
     from urllib.parse import urlsplit, urlunsplit
 

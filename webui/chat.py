@@ -27,7 +27,7 @@ from hugginggpt.config import INFERENCE_MODES, Settings
 from hugginggpt.endpoints import Endpoint, HostedEndpoint, LocalEndpoint, RoutedEndpoint
 from hugginggpt.events import Done
 from hugginggpt.factory import DEFAULT_SERVER_MODEL, build_catalog, build_llm
-from hugginggpt.llm import LLM, LocalChatLLM, Message, OpenAICompatibleLLM, _without_credentials
+from hugginggpt.llm import OPENAI_BASE_URL, LLM, LocalChatLLM, Message, without_credentials
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.workspace import Workspace
 
@@ -166,12 +166,9 @@ class ChatApp:
         if self.llm is not None and (s.llm_base_url, s.llm_model) == (self.settings.llm_base_url, self.settings.llm_model):
             return self.llm
         if s.uses_server:
-            if self.public_llm_only and s.llm_base_url != self.settings.llm_base_url:
-                # A URL a visitor typed: no redirect or second DNS answer may lead to the host's network.
-                return OpenAICompatibleLLM(base_url=s.llm_base_url, model=s.llm_model or DEFAULT_SERVER_MODEL,
-                                           api_key=s.llm_api_key, timeout=s.llm_timeout,
-                                           max_retries=s.llm_max_retries, public_only=True)
-            return build_llm(s)  # a client per request: its call log is this request's trace
+            # A URL a visitor typed: no redirect or second DNS answer may lead to the host's network.
+            typed = self.public_llm_only and s.llm_base_url != self.settings.llm_base_url
+            return build_llm(s, public_only=typed)  # a client per request: its call log is this request's trace
         name = s.llm_model or s.local_llm_model
         with self._lock:  # a local model is loaded once and shared
             if name not in self._local_llms:
@@ -195,7 +192,7 @@ class ChatApp:
         except ValueError as e:
             return f"**Settings problem:** {e}"
         if s.uses_server:
-            url = _without_credentials(s.llm_base_url or "https://api.openai.com/v1")
+            url = without_credentials(s.llm_base_url or OPENAI_BASE_URL)
             llm = f"{s.llm_model or DEFAULT_SERVER_MODEL} at {url}"
         else:
             llm = f"{s.llm_model or s.local_llm_model} (local transformers; no LLM server configured)"
