@@ -251,9 +251,12 @@ class LocalChatLLM(LLM):
                     from transformers import AutoModelForCausalLM, AutoTokenizer
                 except ImportError as e:
                     raise LLMError("The local LLM needs transformers and torch: pip install -r requirements.txt") from e
+                from models_local import loading
+
                 try:
-                    tokenizer = AutoTokenizer.from_pretrained(self.model)
-                    model = AutoModelForCausalLM.from_pretrained(self.model, dtype="auto")
+                    with loading():  # building a model changes process-wide state: one load at a time
+                        tokenizer = AutoTokenizer.from_pretrained(self.model)
+                        model = AutoModelForCausalLM.from_pretrained(self.model, dtype="auto")
                 except OSError as e:
                     raise LLMError(f"The local LLM {self.model} could not be loaded: {_short(str(e))}") from None
                 self._loaded.update(tokenizer=tokenizer, model=model.eval())

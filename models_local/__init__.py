@@ -1,7 +1,7 @@
 """The local expert runtime: runs Hugging Face models in-process for the controller's task types.
 
 Imports nothing from hugginggpt or gradio; torch and transformers are imported only when a model
-is first sized or loaded. See RUNTIME_CONTRACT.md for the interface.
+is first sized or loaded. README.md, "Where models run", says what it serves.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from .runtime import ModelTooLarge, Runtime, RuntimeUnsupported
+from .runtime import ModelTooLarge, Runtime, RuntimeUnsupported, loading
 
 __all__ = ["SUPPORTED_TASKS", "ModelTooLarge", "Runtime", "RuntimeUnsupported", "can_run", "configure",
-           "default_runtime", "run"]
+           "default_runtime", "loading", "run"]
 
 _default: Runtime | None = None
 _settings: dict = {}

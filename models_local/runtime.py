@@ -187,75 +187,76 @@ def loaded_size(obj: Any) -> int:
     return sum(tensors.values())
 
 
-# ---- torch's default dtype during loads ----------------------------------------------------------
+# ---- process-wide state during loads ------------------------------------------------------------
 
 class _LoadGate:
-    """Loads in other dtypes than float32 run alone, and torch's default dtype is put back after each.
+    """Loads run one at a time, process-wide; half precision loads also wait for float32 calls.
 
-    transformers and diffusers build a model under torch.set_default_dtype(load dtype) and set the
-    old value back afterwards. That setting is process-wide, not per thread: two overlapping loads
-    can restore each other's value and leave the whole process in float16 (black images, NaN scores
-    in every later float32 model), and diffusers does not restore it at all when building fails.
-    Float32 loads leave the float32 default unchanged, so they may overlap one another, and so may
-    float32 calls; these wait while a float16 load runs, whose default would reach their tensors.
-    Process-wide (not per Runtime) because the dtype is. A loader or a call must not load through
+    Building a model changes process-wide state, not per-thread state: accelerate's
+    init_empty_weights (diffusers builds under it) patches nn.Module so that every new parameter goes
+    on the meta device, and transformers and diffusers build under torch.set_default_dtype(load
+    dtype). A load overlapping another one gets meta tensors ("Cannot copy out of meta tensor") or
+    float16 weights, and two restores can leave the whole process in float16 (black images, NaN
+    scores); diffusers does not restore the dtype at all when building fails, so the gate does.
+    Float32 calls overlap float32 loads (nothing they see changes) but wait while a float16 load
+    runs, whose default dtype would reach their tensors. A loader or a call must not load through
     a Runtime.
     """
 
     def __init__(self) -> None:
+        self._loading = threading.Lock()
         self._cond = threading.Condition()
-        self._shared = 0
-        self._alone = False
-        self._waiting = 0  # loads waiting to run alone go first: no starvation
+        self._calls = 0  # float32 calls running
+        self._half = 0  # half precision loads running or waiting: they go first, no starvation
 
     @contextmanager
     def hold(self, dtype: Any) -> Iterator[None]:
         import torch
 
-        alone = dtype != torch.float32 or torch.get_default_dtype() != torch.float32
-        with self._cond:
-            if alone:
-                self._waiting += 1
-                self._cond.wait_for(lambda: not self._alone and self._shared == 0)
-                self._waiting -= 1
-                self._alone = True
-            else:
-                self._cond.wait_for(lambda: not self._alone and self._waiting == 0)
-                self._shared += 1
+        with self._loading:
+            half = dtype != torch.float32 or torch.get_default_dtype() != torch.float32
+            if half:
+                with self._cond:
+                    self._half += 1
+                    self._cond.wait_for(lambda: self._calls == 0)
             before = torch.get_default_dtype()
-        try:
-            yield
-        finally:
-            with self._cond:
-                if alone:
-                    self._alone = False
-                else:
-                    self._shared -= 1
-                if (alone or self._shared == 0) and torch.get_default_dtype() != before:
+            try:
+                yield
+            finally:
+                if torch.get_default_dtype() != before:
                     torch.set_default_dtype(before)
-                self._cond.notify_all()
+                if half:
+                    with self._cond:
+                        self._half -= 1
+                        self._cond.notify_all()
 
     @contextmanager
     def calling(self, dtype: Any) -> Iterator[None]:
-        """Around a call: float32 calls share the gate with float32 loads; half precision calls
-        (a GPU's, where every load is float16 too) do not wait for anything."""
+        """Around a call: float32 calls wait for half precision loads; half precision calls (a GPU's,
+        where every load is float16 too) do not wait for anything."""
         import torch
 
         if dtype != torch.float32:
             yield
             return
         with self._cond:
-            self._cond.wait_for(lambda: not self._alone and self._waiting == 0)
-            self._shared += 1
+            self._cond.wait_for(lambda: self._half == 0)
+            self._calls += 1
         try:
             yield
         finally:
             with self._cond:
-                self._shared -= 1
+                self._calls -= 1
                 self._cond.notify_all()
 
 
 _LOAD_GATE = _LoadGate()
+
+
+def loading(dtype: Any = None) -> Any:
+    """Around a from_pretrained outside a Runtime (the local controller LLM): it takes its turn with
+    the runtime's loads. dtype None means not known beforehand ("auto"), so maybe half precision."""
+    return _LOAD_GATE.hold(dtype)
 
 
 # ---- the runtime ---------------------------------------------------------------------------------
