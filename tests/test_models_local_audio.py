@@ -68,6 +68,13 @@ def test_tts_vits(tiny, tmp_path):
     assert_wav(path, tmp_path, 16000)
 
 
+def test_tts_vits_refuses_text_outside_its_alphabet_clearly(tiny, tmp_path):
+    path = run("text-to-speech", tiny("vits"), {"text": "dog ."}, tmp_path)["audio"]  # a terse caption
+    assert_wav(path, tmp_path, 16000)
+    with pytest.raises(ValueError, match="cannot speak any character of '123'"):
+        models_local.run("text-to-speech", tiny("vits"), {"text": "123"}, tmp_path)
+
+
 def test_tts_speecht5_with_its_vocoder(tiny, tmp_path):
     path = run("text-to-speech", tiny("speecht5-tts"), {"text": "hello world"}, tmp_path)["audio"]
     samples = assert_wav(path, tmp_path, 16000)

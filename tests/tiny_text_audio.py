@@ -245,7 +245,8 @@ def whisper(folder: Path) -> None:
 def vits(folder: Path) -> None:
     from transformers import VitsConfig, VitsModel, VitsTokenizer
 
-    vocab = {t: i for i, t in enumerate(["<pad>", "<unk>", " ", *CHARS])}
+    # punctuation too, as in the MMS voices, so a captioner's "dog ." has something to say
+    vocab = {t: i for i, t in enumerate(["<pad>", "<unk>", " ", *CHARS, *".,?!-"])}
     (folder / "vocab.json").write_text(json.dumps(vocab))
     VitsTokenizer(str(folder / "vocab.json"), phonemize=False, add_blank=True).save_pretrained(folder)
     config = VitsConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

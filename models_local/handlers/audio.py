@@ -151,6 +151,8 @@ def _speak(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
 
     if b.model.config.model_type == "vits":
         enc = b.processor(inputs["text"], return_tensors="pt")
+        if enc["input_ids"].shape[-1] == 0:  # VITS drops characters outside its alphabet; nothing left crashes it
+            raise ValueError(f"this voice cannot speak any character of {inputs['text'][:80]!r}")
         with torch.inference_mode():
             waveform = b.model(**to_device(enc, b)).waveform[0]
         out.audio(waveform.float().cpu().numpy(), b.model.config.sampling_rate)
