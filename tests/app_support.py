@@ -62,6 +62,9 @@ def llm_server() -> Iterator[FakeLLMServer]:
 @pytest.fixture(scope="session")
 def tiny_catalog(tmp_path_factory) -> Catalog:
     """Real tiny random-weight models (BLIP captioner, Stable Diffusion, VITS), run by the local endpoint."""
+    import torch
+
+    torch.manual_seed(0)  # the same random weights, so the same captions, on every run
     root = tmp_path_factory.mktemp("app_models")
     blip = str(build_blip_captioner(root / "blip"))
     sd = str(build_sd(root / "sd"))

@@ -107,6 +107,9 @@ def test_browser_streams_plan_models_media_and_answer(llm_server, tiny_catalog, 
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)  # what the page showed when it failed
             with contextlib.suppress(Exception):  # the page may be closed already
                 page.screenshot(path=str(SCREENSHOTS / "app_browser_failure.png"), full_page=True)
+            for conv in demo.chat_app._conversations.values():  # what each task did, as the trace has it
+                for trace in conv.traces:
+                    print("trace at failure:", Path(trace).read_text()[-4000:])
             raise
         finally:
             browser.close()
