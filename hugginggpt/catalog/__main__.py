@@ -19,7 +19,7 @@ def default_out() -> Path:
 def cmd_refresh(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .hub import HubUnreachable, default_tasks, fetch, write_user_file
+    from .hub import HubUnreachable, default_tasks, fetch, other_tasks_lines, write_user_file
 
     tasks = args.task or default_tasks()
     unknown = [t for t in tasks if t not in TASKS]
@@ -59,10 +59,12 @@ def cmd_refresh(args: argparse.Namespace) -> int:
         )
         return 1
     bar.close()
-    n = write_user_file(cards, args.out)
+    kept = other_tasks_lines(args.out, tasks)  # refreshing some tasks leaves the others' entries alone
+    n = write_user_file(cards, args.out, keep=kept)
     print(
-        f"wrote {n} models for {len(tasks)} task(s) to {args.out}; "
-        f"use it with --catalog {args.out} or HUGGINGGPT_CATALOG={args.out}"
+        f"wrote {n} models for {len(tasks)} task(s) to {args.out}"
+        + (f", kept {len(kept)} entries of other tasks" if kept else "")
+        + f"; use it with --catalog {args.out} or HUGGINGGPT_CATALOG={args.out}"
     )
     return 0
 

@@ -186,13 +186,31 @@ def fetch(
                     yield card_from_info(task, info, text)
 
 
-def write_user_file(cards: Iterable[ModelCard], path: Path) -> int:
-    """Write cards as a user catalog (JSONL), atomically: nothing is left half-written on error."""
+def other_tasks_lines(path: Path, tasks: Iterable[str]) -> list[str]:
+    """The lines of an existing user catalog that a refresh of `tasks` must keep: entries of other
+    tasks, and lines it cannot read (they are the user's to fix, not the refresh's to drop)."""
+    refreshed = set(tasks)
+    kept = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines() if Path(path).exists() else []:
+        try:
+            task = json.loads(line).get("task")
+        except (ValueError, AttributeError):
+            task = None
+        if line.strip() and task not in refreshed:
+            kept.append(line)
+    return kept
+
+
+def write_user_file(cards: Iterable[ModelCard], path: Path, *, keep: Iterable[str] = ()) -> int:
+    """Write `keep` lines, then cards, as a user catalog (JSONL), atomically: nothing is left
+    half-written on error. Returns the number of cards written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".part")
     n = 0
     with open(tmp, "w", encoding="utf-8") as f:
+        for line in keep:
+            f.write(line + "\n")
         for card in cards:
             f.write(json.dumps(card.to_json(), ensure_ascii=False) + "\n")
             n += 1
