@@ -14,11 +14,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from starlette.middleware import Middleware
+
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import INFERENCE_MODES, Settings, load_settings
 from hugginggpt.endpoints import Endpoint
 from hugginggpt.llm import LLM
 from webui.chat import DEFAULT_MAX_UPLOAD_BYTES, ChatApp, LLMChoice
+from webui.headers import ContentSecurityPolicy
 
 ROOT = Path(__file__).resolve().parent
 ASSETS = ROOT / "assets"
@@ -141,6 +144,8 @@ def launch_options(max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES) -> dict[str
         "allowed_paths": [str(ASSETS)],
         # A hard stop well above the friendly per-file check (which answers in the chat).
         "max_file_size": max(4 * max_upload_bytes, 50_000_000),
+        # Images and media only from the app: the chat shows markdown the LLM wrote (webui.headers).
+        "app_kwargs": {"middleware": [Middleware(ContentSecurityPolicy)]},
     }
 
 

@@ -47,8 +47,9 @@ def responder(stage: str, body: dict[str, Any]) -> Reply | str:
         request = re.search(r"Request: (.*)", last).group(1)
         files = re.findall(r"(outputs/\S+\.(?:png|wav))", last)
         tag = re.search(r"\[(conv-\w+)\]", request)
+        injected = " ".join(re.findall(r"!\[[^\]]*\]\([^)]*\)", request))  # echoed, as a prompt-injected LLM would
         return Reply(f"Answer for {tag.group(1) if tag else 'you'}: I captioned your image, drew the caption "
-                     f"and read it aloud. Files: {', '.join(files)}.", chunk_delay=0.01)
+                     f"and read it aloud. Files: {', '.join(files)}. {injected}".rstrip(), chunk_delay=0.01)
     return Reply("unexpected stage", status=500)
 
 

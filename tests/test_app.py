@@ -150,6 +150,10 @@ def test_image_request_streams_plan_models_progress_media_and_answer(llm_server,
         assert httpx.get(f"{demo.local_url}gradio_api/file={made}").status_code == 403
         assert httpx.get(f"{demo.local_url}gradio_api/file={conv.workspace.root / 'traces' / Path(trace_file).name}").status_code == 403
 
+        # The page and the files it loads say where images and media may come from: the app only.
+        for url in (demo.local_url, f"{demo.local_url}gradio_api/file={image}"):
+            assert httpx.get(url).headers["content-security-policy"] == "img-src 'self' data: blob:; media-src 'self' data: blob:"
+
 
 # ---- many conversations, bad uploads, stop, no LLM ------------------------------------------
 

