@@ -9,9 +9,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from .handlers.base import Stopped
 from .runtime import ModelTooLarge, Runtime, RuntimeUnsupported, loading
 
-__all__ = ["SUPPORTED_TASKS", "ModelTooLarge", "Runtime", "RuntimeUnsupported", "can_run", "configure",
+__all__ = ["SUPPORTED_TASKS", "ModelTooLarge", "Runtime", "RuntimeUnsupported", "Stopped", "can_run", "configure",
            "default_runtime", "loading", "run"]
 
 _default: Runtime | None = None
@@ -49,5 +50,5 @@ def can_run(task: str, model: str, *, library: str | None = None, size_bytes: in
     return default_runtime().can_run(task, model, library=library, size_bytes=size_bytes)
 
 
-def run(task: str, model: str, inputs: dict[str, str], out_dir: str | Path) -> list[dict]:
-    return default_runtime().run(task, model, inputs, out_dir)
+def run(task: str, model: str, inputs: dict[str, str], out_dir: str | Path, *, stop=None) -> list[dict]:
+    return default_runtime().run(task, model, inputs, out_dir, stop=stop)

@@ -321,12 +321,15 @@ class Runtime:
         return size_bytes is None or size_bytes <= self.budget
 
     # -- running --
-    def run(self, task: str, model: str, inputs: Mapping[str, str], out_dir: str | Path) -> list[dict]:
+    def run(self, task: str, model: str, inputs: Mapping[str, str], out_dir: str | Path, *,
+            stop: Any = None) -> list[dict]:
+        """`stop` (anything with is_set()) ends a long call between steps with Stopped."""
         handler = self.handler(task)
         entry = self._get(task, model, handler)  # counted as a user of the entry
         try:
-            outputs = Outputs(Path(out_dir).resolve())
+            outputs = Outputs(Path(out_dir).resolve(), stop=stop)
             with entry.call_lock, _LOAD_GATE.calling(self.device.dtype):
+                outputs.check_stop()  # stopped while waiting for the model: do not start
                 handler.call(entry.obj, dict(inputs), outputs)
         finally:
             with self._lock:

@@ -114,6 +114,39 @@ def test_control_image_feeds_controlnet(tiny_controlnet, tiny_sd, photo, tmp_pat
     only_image(drawn, (SIDE, 24))
 
 
+class StopAfter:
+    """A stop signal that reads "not set" `checks` times, then "set": a Stop pressed mid-run."""
+
+    def __init__(self, checks: int):
+        self.left, self.asked = checks, 0
+
+    def is_set(self) -> bool:
+        self.asked += 1
+        return self.asked > self.left
+
+
+@pytest.mark.parametrize(("task", "model", "inputs"), [
+    ("text-to-image", "tiny_sd", {"text": "a cat"}),  # callback_on_step_end
+    ("image-to-image", "tiny_sd", {"text": "a cat"}),
+    ("image-to-image", "tiny_sd_image_variation", {}),
+    ("text-to-video", "tiny_text_to_video", {"text": "a cat"}),  # the older per-step callback
+    ("canny-text-to-image", "tiny_sd_controlnet", {"text": "a cat"}),
+])
+def test_a_stop_ends_a_diffusion_run_between_steps(task, model, inputs, request, photo, tmp_path):
+    folder = request.getfixturevalue(model)
+    inputs = {**inputs, "image": photo} if task in ("image-to-image", "canny-text-to-image") else inputs
+    stop = StopAfter(1)  # the runtime's check before the call passes; the one after step 1 stops it
+    with pytest.raises(models_local.Stopped):
+        models_local.run(task, folder, inputs, tmp_path, stop=stop)
+    assert stop.asked == 2  # stopped after the first of the 2 steps, not before, and not at the end
+    assert not any(tmp_path.iterdir())  # no half-made file
+
+    stop = StopAfter(0)  # stopped while waiting for the model: the call does not start
+    with pytest.raises(models_local.Stopped):
+        models_local.run(task, folder, inputs, tmp_path, stop=stop)
+    assert stop.asked == 1
+
+
 @pytest.mark.parametrize(("task", "model"), [("text-to-image", "tiny_sd"), ("text-to-video", "tiny_text_to_video")])
 def test_half_precision_pipelines(task, model, request, tmp_path):
     """On a GPU the runtime loads in float16 (checked here on CPU)."""

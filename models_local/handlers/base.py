@@ -14,6 +14,10 @@ from pathlib import Path
 from typing import Any
 
 
+class Stopped(RuntimeError):
+    """The caller asked the running call to stop (Stop pressed, or its time ran out)."""
+
+
 @dataclass(frozen=True)
 class Device:
     name: str  # cuda | mps | cpu
@@ -37,6 +41,11 @@ class Outputs:
     out_dir: Path
     stem: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     artifacts: list[dict[str, Any]] = field(default_factory=list)
+    stop: Any = None  # anything with is_set(): long calls check it between steps
+
+    def check_stop(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise Stopped("stopped")
 
     def _path(self, suffix: str) -> Path:
         self.out_dir.mkdir(parents=True, exist_ok=True)

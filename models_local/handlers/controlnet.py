@@ -233,7 +233,8 @@ def _load_controlnet(source: str, device: Device) -> Any:
 
 def _control_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
     control = diffusion.fit(read_image(inputs["image"]), diffusion.default_side(pipe))
-    result = pipe(prompt=inputs["text"], image=control, num_inference_steps=diffusion.STEPS)
+    result = pipe(prompt=inputs["text"], image=control, num_inference_steps=diffusion.STEPS,
+                  **diffusion.stoppable(pipe, out))
     out.image(result.images[0])
 
 

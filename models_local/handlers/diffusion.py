@@ -59,6 +59,24 @@ def fit(image: Any, side: int) -> Any:
     return image if (w, h) == image.size else image.resize((w, h))
 
 
+def stoppable(pipe: Any, out: Outputs) -> dict[str, Any]:
+    """Call arguments that end a diffusion run between two steps once `out.stop` is set: a Stop
+    frees the GPU and the model within one step, not after the whole run. Newer pipelines take
+    callback_on_step_end, older ones (text-to-video) callback; raising from either ends the call."""
+    if out.stop is None:
+        return {}
+    params = inspect.signature(pipe.__call__).parameters
+    if "callback_on_step_end" in params:
+        def on_step_end(pipe: Any, step: int, timestep: Any, tensors: dict[str, Any]) -> dict[str, Any]:
+            out.check_stop()
+            return tensors
+
+        return {"callback_on_step_end": on_step_end}
+    if "callback" in params:
+        return {"callback": lambda step, timestep, latents: out.check_stop(), "callback_steps": 1}
+    return {}
+
+
 # ---- text-to-image ------------------------------------------------------------------------------
 
 def _load_text_to_image(source: str, device: Device) -> Any:
@@ -70,7 +88,7 @@ def _load_text_to_image(source: str, device: Device) -> Any:
 
 
 def _text_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
-    out.image(pipe(prompt=inputs["text"], num_inference_steps=STEPS).images[0])
+    out.image(pipe(prompt=inputs["text"], num_inference_steps=STEPS, **stoppable(pipe, out)).images[0])
 
 
 # ---- image-to-image -----------------------------------------------------------------------------
@@ -98,7 +116,7 @@ def _image_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
         kwargs["strength"] = STRENGTH
     if "height" in params and "width" in params:  # pipelines that do not follow the input's size
         kwargs["width"], kwargs["height"] = image.size
-    out.image(pipe(**kwargs).images[0])
+    out.image(pipe(**kwargs, **stoppable(pipe, out)).images[0])
 
 
 # ---- text-to-video ------------------------------------------------------------------------------
@@ -117,7 +135,8 @@ def _load_text_to_video(source: str, device: Device) -> Any:
 def _text_to_video(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
     from .. import video
 
-    result = pipe(prompt=inputs["text"], num_inference_steps=STEPS, num_frames=VIDEO_FRAMES, output_type="np")
+    result = pipe(prompt=inputs["text"], num_inference_steps=STEPS, num_frames=VIDEO_FRAMES, output_type="np",
+                  **stoppable(pipe, out))
     frames = result.frames[0]  # (frames, height, width, 3) floats in [0, 1], first video of the batch
     out.file("video", video.write_mp4(frames, out.new_path(".mp4"), fps=VIDEO_FPS))
 
