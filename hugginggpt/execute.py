@@ -175,9 +175,13 @@ def _run_task(
             inbox.put(TaskStarted(task.id, task.task, model.id, attempt))
             t0 = time.perf_counter()
             try:
-                outputs = _call_with_timeout(endpoint, task.task, model, inputs, out_dir, settings.task_timeout)
+                outputs = _call_with_timeout(endpoint, task.task, model, inputs, out_dir, settings.task_timeout,
+                                             cancelled)
                 _check_outputs(task.task, outputs, workspace)
             except EndpointError as e:
+                if cancelled.is_set():  # stopped on purpose: not the model's failure, no fallback
+                    record.status, record.error = "failed", "cancelled"
+                    return
                 error, seconds = str(e), time.perf_counter() - t0
                 final = attempt == len(models)
                 record.attempts.append({"model": model.id, "error": error, "seconds": round(seconds, 3)})
@@ -197,18 +201,31 @@ def _run_task(
         inbox.put(_Finished(task.id))
 
 
+class _AnyOf:
+    """A stop signal set when any of its events is: the request's cancel, or this call's time-out."""
+
+    def __init__(self, *events: threading.Event) -> None:
+        self.events = events
+
+    def is_set(self) -> bool:
+        return any(e.is_set() for e in self.events)
+
+
 def _call_with_timeout(
-    endpoint: Endpoint, task: str, model: Any, inputs: dict[str, Any], out_dir: Path, timeout: float
+    endpoint: Endpoint, task: str, model: Any, inputs: dict[str, Any], out_dir: Path, timeout: float,
+    cancelled: threading.Event,
 ) -> list[Artifact]:
     """Run the endpoint in its own thread so that a hung model costs at most `timeout` seconds.
 
-    Python cannot kill a thread: a timed-out call finishes in the background and its result is dropped.
+    Python cannot kill a thread: a timed-out call is told to stop (local diffusion ends within a
+    step) and otherwise finishes in the background, its result dropped.
     """
     result: dict[str, Any] = {}
+    timed_out = threading.Event()
 
     def call() -> None:
         try:
-            result["outputs"] = endpoint.run(task, model, inputs, out_dir)
+            result["outputs"] = endpoint.run(task, model, inputs, out_dir, stop=_AnyOf(cancelled, timed_out))
         except EndpointError as e:
             result["error"] = e
         except Exception as e:  # any other failure of a model is that model's failure
@@ -218,6 +235,7 @@ def _call_with_timeout(
     worker.start()
     worker.join(timeout)
     if worker.is_alive():
+        timed_out.set()
         raise EndpointError(f"timed out after {timeout:g} s")
     if "error" in result:
         raise result["error"]

@@ -39,8 +39,8 @@ FAKE_CATALOG = Catalog(cards(("org/captioner-a", "image-to-text", 9), ("org/capt
 class DistinctEndpoint(FakeEndpoint):
     """Scripted, but every output depends on its input, so conversations' files differ."""
 
-    def run(self, task, model, inputs, out_dir):
-        outputs = super().run(task, model, inputs, out_dir)
+    def run(self, task, model, inputs, out_dir, *, stop=None):
+        outputs = super().run(task, model, inputs, out_dir, stop=stop)
         seed = zlib.crc32(repr(sorted((k, Path(v).name if isinstance(v, Path) else v) for k, v in inputs.items())).encode())
         for a in outputs:
             if a.kind == "image":
@@ -250,6 +250,10 @@ def test_stop_ends_a_running_request_at_once(fake_app, tmp_path):
         assert texts(chat_)[-1] == "Stopped."
         assert "Task 0 · image-to-text · org/captioner-slow · stopped" in titles(chat_)
         assert not any(m["metadata"] and m["metadata"]["status"] == "pending" for m in chat_)
+        deadline = time.time() + 2
+        while not fake_app.endpoint.stopped and time.time() < deadline:
+            time.sleep(0.02)
+        assert fake_app.endpoint.stopped == ["org/captioner-slow"]  # the model call itself ended
     finally:
         chat.catalog = saved
     # the same conversation takes the next request

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -187,6 +188,16 @@ def test_loading_503_gives_up_with_a_clear_message(online, hf, tmp_path):
     assert not isinstance(err.value, ModelUnavailable)
     assert "acme/summarization-model" in str(err.value) and "loading (HTTP 503)" in str(err.value)
     assert "3 tries" in str(err.value) and len(hf.calls("summarization")) - before == 3
+
+
+def test_a_stop_ends_the_retries(online, hf, tmp_path):
+    before = len(hf.calls("summarization"))
+    hf.fail("summarization", Fault(503))  # the only fault: a retry would succeed
+    stop = threading.Event()
+    stop.set()  # pressed while the first try was answered "loading"
+    with pytest.raises(EndpointError, match="acme/summarization-model.*: stopped"):
+        fast(retries=2).run("summarization", card(hf, "summarization"), {"text": "a b c"}, tmp_path, stop=stop)
+    assert len(hf.calls("summarization")) - before == 1  # no second try
 
 
 def test_rate_limit_429_retries_within_bounds(online, hf, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,8 @@ class Recording(Endpoint):
         self.calls.append(("can_run", model.id))
         return self.runnable
 
-    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> list[Artifact]:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *,
+            stop: Any = None) -> list[Artifact]:
         self.calls.append(("run", task, model.id, dict(inputs)))
         if self.error is not None:
             raise self.error
@@ -94,6 +96,36 @@ def test_hybrid_unavailable_when_no_backend_can_run(tmp_path):
     hosted = Recording("hosted", error=ModelUnavailable("HTTP 404"))
     with pytest.raises(ModelUnavailable, match="local: cannot run acme/model; hosted: HTTP 404"):
         routed("hybrid", local, hosted).run("summarization", CARD, {"text": "x"}, tmp_path)
+
+
+def test_hybrid_does_not_fall_back_once_stopped(tmp_path):
+    """A local call ended by Stop must not start the same task again on hosted inference."""
+    stop = threading.Event()
+    local, hosted = Recording("local", error=EndpointError("acme/model: stopped")), Recording("hosted")
+    local_run = local.run
+
+    def run_then_stop(*args, **kwargs):
+        stop.set()  # Stop is pressed while the local call runs
+        return local_run(*args, **kwargs)
+
+    local.run = run_then_stop
+    with pytest.raises(EndpointError, match="local: acme/model: stopped; hosted: stopped"):
+        routed("hybrid", local, hosted).run("summarization", CARD, {"text": "x"}, tmp_path, stop=stop)
+    assert hosted.runs() == 0
+
+
+def test_local_endpoint_reports_a_stopped_run(tmp_path, monkeypatch):
+    import models_local
+
+    def stopped_run(task, model, inputs, out_dir, *, stop=None):
+        assert stop is marker  # the signal reaches the runtime
+        raise models_local.Stopped("stopped")
+
+    marker = threading.Event()
+    monkeypatch.setattr(models_local, "run", stopped_run)
+    with pytest.raises(EndpointError, match="acme/model: stopped") as caught:
+        LocalEndpoint().run("summarization", CARD, {"text": "x"}, tmp_path, stop=marker)
+    assert not isinstance(caught.value, ModelUnavailable)  # a stop is not "cannot run this model"
 
 
 def test_local_only_never_calls_hosted(tmp_path):
@@ -192,15 +224,15 @@ def test_local_endpoint_refuses_what_the_runtime_cannot_serve(tiny_bert, tmp_pat
 def test_local_endpoint_maps_runtime_errors(monkeypatch, tmp_path):
     import models_local
 
-    def unsupported(*args: Any) -> list[dict]:
+    def unsupported(*args: Any, **kwargs: Any) -> list[dict]:
         raise models_local.RuntimeUnsupported("unknown architecture FooNet")
 
-    def broken(*args: Any) -> list[dict]:
+    def broken(*args: Any, **kwargs: Any) -> list[dict]:
         raise ValueError("shape mismatch " + "x" * 1000)
 
     seen: list[tuple] = []
 
-    def fine(task: str, model: str, inputs: dict, out_dir: Path) -> list[dict]:
+    def fine(task: str, model: str, inputs: dict, out_dir: Path, *, stop: Any = None) -> list[dict]:
         seen.append((task, model, inputs))
         return [{"kind": "image", "path": str(Path(out_dir) / "a.png")}, {"kind": "text", "value": "ok"}]
 

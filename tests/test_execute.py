@@ -1,6 +1,7 @@
 """The DAG scheduler: concurrency, data flow, fallback, time-outs, skipping."""
 
 import threading
+import time
 
 import pytest
 
@@ -107,6 +108,27 @@ def test_hung_model_times_out_and_the_next_one_runs(workspace):
     timeouts = [e for e in events if isinstance(e, TaskFailed)]
     assert timeouts[0].error == "timed out after 0.2 s" and not timeouts[0].final
     assert records[0].status == "done" and records[0].model == "m2"
+    deadline = time.monotonic() + 2
+    while len(endpoint.stopped) < len(timeouts) and time.monotonic() < deadline:  # each notices within 10 ms
+        time.sleep(0.01)
+    assert endpoint.stopped == ["m1"] * len(timeouts)  # timed-out calls were told to stop, not left to run 3 s
+
+
+def test_cancelling_stops_a_running_call_at_once(workspace):
+    """Stop must end the call in flight (a local diffusion run checks between steps), so the model
+    and the GPU are free again, and must not fall back to the next candidate."""
+    plan = parse_plan('[{"task": "text-to-image", "id": 0, "dep": [-1], "args": {"text": "a"}}]')
+    endpoint = FakeEndpoint(hanging={"m1", "m2"}, hang=20)
+    cancelled = threading.Event()
+    records = {}
+    stream = execute_plan(plan, choose(plan), endpoint, workspace, workspace.run_dir("r"), records,
+                          ExecutionSettings(task_timeout=30), cancelled=cancelled)
+    assert isinstance(next(stream), TaskStarted)
+    threading.Timer(0.2, cancelled.set).start()
+    events = list(stream)  # ends soon after the cancel, not after the 20 s the call would take
+    assert endpoint.stopped == ["m1"] and [c[1] for c in endpoint.calls] == ["m1"]
+    assert records[0].status == "failed" and records[0].error == "cancelled"
+    assert not any(isinstance(e, TaskStarted) for e in events)
 
 
 def test_independent_branch_still_runs_when_another_fails(workspace):

@@ -12,7 +12,7 @@ from typing import Any
 
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
-from hugginggpt.endpoints import Endpoint
+from hugginggpt.endpoints import Endpoint, StopSignal
 
 GPU_SECONDS = 120  # the longest one model call may hold the GPU
 
@@ -48,7 +48,9 @@ class GPUEndpoint(Endpoint):
     def can_run(self, model: ModelCard) -> bool:
         return self.inner.can_run(model)
 
-    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> list[Artifact]:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *,
+            stop: StopSignal | None = None) -> list[Artifact]:
+        # `stop` stays here: ZeroGPU runs the call in another process, which would not see it set.
         if self.context is None:
             return self.runner(self.inner, task, model, inputs, out_dir)
         # A copy per call: one Context cannot be entered by two threads at once.

@@ -1,6 +1,6 @@
 """Where models run. The pipeline talks to every endpoint through `Endpoint`."""
 
-from .base import Endpoint, EndpointError, ModelUnavailable
+from .base import Endpoint, EndpointError, ModelUnavailable, StopSignal
 from .hosted import HostedEndpoint
 from .local import LocalEndpoint
 from .router import POLICIES, RoutedEndpoint
@@ -29,5 +29,6 @@ __all__ = [
     "LocalEndpoint",
     "ModelUnavailable",
     "RoutedEndpoint",
+    "StopSignal",
     "build_endpoint",
 ]

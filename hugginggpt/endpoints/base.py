@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..artifacts import Artifact
 from ..catalog import ModelCard
@@ -18,6 +18,12 @@ class ModelUnavailable(EndpointError):
     """This endpoint cannot serve this model at all (unsupported, too large, not found)."""
 
 
+class StopSignal(Protocol):
+    """Set when the caller no longer wants the result (Stop pressed, time-out): a threading.Event."""
+
+    def is_set(self) -> bool: ...
+
+
 class Endpoint(ABC):
     name: str = "endpoint"
 
@@ -26,13 +32,15 @@ class Endpoint(ABC):
         """Cheap check, no loading: may this endpoint be offered `model`?"""
 
     @abstractmethod
-    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> list[Artifact]:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *,
+            stop: StopSignal | None = None) -> list[Artifact]:
         """Run `task` with `model`.
 
         `inputs` maps the task's argument names to values: a str for text arguments, an absolute
         Path inside the workspace for image/audio/video arguments. Files the task makes go under
         `out_dir`. Returns at least one artifact of each kind the task spec lists in `outputs`.
-        Raises EndpointError (or ModelUnavailable) on failure.
+        Raises EndpointError (or ModelUnavailable) on failure. Once `stop` is set the call may end
+        early with EndpointError; endpoints that cannot interrupt their work ignore it.
         """
 
     def describe(self) -> str:

@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 from ..artifacts import Artifact
 from ..catalog import ModelCard
 from ..tasks import CONTROLS
-from .base import Endpoint, EndpointError, ModelUnavailable
+from .base import Endpoint, EndpointError, ModelUnavailable, StopSignal
 
 # Hosts that belong to Hugging Face: the HF token may always be sent there. Any other endpoint
 # URL (it comes from a catalog card, which a user may have added) gets it only when allowed.
@@ -396,7 +396,9 @@ class HostedEndpoint(Endpoint):
             )
         return InferenceClient(model=model.id, provider=self.provider, token=self.token, timeout=self.timeout)
 
-    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> list[Artifact]:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *,
+            stop: StopSignal | None = None) -> list[Artifact]:
+        # `stop` ends the retries; an HTTP call in flight cannot be taken back (the time-out bounds it).
         op = self._op(task, model)
         if op is None:
             raise ModelUnavailable(f"{model.id}: hosted inference has no method for task {task!r}")
@@ -404,7 +406,7 @@ class HostedEndpoint(Endpoint):
             f"{model.id} at {model.endpoint_url}" if model.endpoint_url else f"{model.id} ({self.provider})"
         )
         try:
-            result = self._call_with_retries(op, model, inputs, where)
+            result = self._call_with_retries(op, model, inputs, where, stop)
         except EndpointError as exc:  # messages reach the chat, traces and the LLM: never a token
             raise type(exc)(_redact(str(exc), self.token)) from None
         out = _Out(out_dir, task)
@@ -416,7 +418,8 @@ class HostedEndpoint(Endpoint):
             message = f"{where}: unexpected output for {task}: {_short(exc)}"
             raise EndpointError(_redact(message, self.token)) from exc
 
-    def _call_with_retries(self, op: _Op, model: ModelCard, inputs: dict[str, Any], where: str) -> Any:
+    def _call_with_retries(self, op: _Op, model: ModelCard, inputs: dict[str, Any], where: str,
+                           stop: StopSignal | None = None) -> Any:
         from huggingface_hub.errors import HfHubHTTPError, InferenceTimeoutError, OfflineModeIsEnabled
 
         client = self._client(model)
@@ -432,6 +435,8 @@ class HostedEndpoint(Endpoint):
                 if status in RETRY_STATUS:
                     if attempt < self.retries:
                         time.sleep(self._wait(exc.response, attempt))
+                        if stop is not None and stop.is_set():
+                            raise EndpointError(f"{where}: stopped") from None
                         continue
                     tries = self.retries + 1
                     raise EndpointError(

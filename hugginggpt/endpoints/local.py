@@ -11,7 +11,7 @@ from typing import Any
 
 from ..artifacts import Artifact
 from ..catalog import ModelCard
-from .base import Endpoint, EndpointError, ModelUnavailable
+from .base import Endpoint, EndpointError, ModelUnavailable, StopSignal
 
 
 class LocalEndpoint(Endpoint):
@@ -29,14 +29,17 @@ class LocalEndpoint(Endpoint):
             model.task, model.source, library=model.library, size_bytes=model.size_bytes
         )
 
-    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> list[Artifact]:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *,
+            stop: StopSignal | None = None) -> list[Artifact]:
         try:
             import models_local
         except ImportError as exc:
             raise ModelUnavailable(f"{model.id}: the local runtime is not installed ({exc})") from None
         args = {name: str(value) for name, value in inputs.items()}  # the runtime takes plain strings
         try:
-            raw = models_local.run(task, model.source, args, Path(out_dir))
+            raw = models_local.run(task, model.source, args, Path(out_dir), stop=stop)
+        except models_local.Stopped:
+            raise EndpointError(f"{model.id}: stopped") from None
         except models_local.RuntimeUnsupported as exc:
             raise ModelUnavailable(f"{model.id}: cannot run locally: {_short(exc)}") from exc
         except Exception as exc:  # the model failed while loading or running: let the caller fall back

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..artifacts import Artifact
 from ..catalog import ModelCard
-from .base import Endpoint, EndpointError, ModelUnavailable
+from .base import Endpoint, EndpointError, ModelUnavailable, StopSignal
 
 POLICIES = ("local", "hosted", "hybrid")
 
@@ -34,14 +34,18 @@ class RoutedEndpoint(Endpoint):
     def can_run(self, model: ModelCard) -> bool:
         return any(b.can_run(model) for b in self.backends)
 
-    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> list[Artifact]:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *,
+            stop: StopSignal | None = None) -> list[Artifact]:
         errors: list[tuple[str, Exception]] = []
         for backend in self.backends:
             if not backend.can_run(model):
                 errors.append((backend.name, ModelUnavailable(f"cannot run {model.id}")))
                 continue
+            if stop is not None and stop.is_set():
+                errors.append((backend.name, EndpointError("stopped")))  # no fallback for a stopped call
+                break
             try:
-                return backend.run(task, model, inputs, out_dir)
+                return backend.run(task, model, inputs, out_dir, stop=stop)
             except EndpointError as exc:
                 errors.append((backend.name, exc))
             except Exception as exc:  # noqa: BLE001 (a backend bug must not stop the fallback either)

@@ -20,7 +20,8 @@ from hugginggpt.endpoints import Endpoint, EndpointError, ModelUnavailable
 class FakeEndpoint(Endpoint):
     """Every task "runs" by sleeping `durations[model]` (default `duration`) and writing outputs
     of the kinds its spec lists. Models in `failing` raise EndpointError, in `unavailable`
-    ModelUnavailable; models in `hanging` sleep for `hang` seconds."""
+    ModelUnavailable; models in `hanging` sleep for `hang` seconds, or until `stop` is set (then they
+    raise EndpointError, as a local diffusion call does between two steps)."""
 
     duration: float = 0.0
     durations: dict[str, float] = field(default_factory=dict)
@@ -31,6 +32,7 @@ class FakeEndpoint(Endpoint):
     hang: float = 5.0
     name: str = "fake"
     calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)  # models whose call ended because `stop` was set
     running: int = 0
     peak: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -38,13 +40,17 @@ class FakeEndpoint(Endpoint):
     def can_run(self, model: ModelCard) -> bool:
         return model.id not in self.unrunnable
 
-    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> list[Artifact]:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *,
+            stop: Any = None) -> list[Artifact]:
         with self._lock:
             self.calls.append((task, model.id, dict(inputs)))
             self.running += 1
             self.peak = max(self.peak, self.running)
         try:
-            time.sleep(self.hang if model.id in self.hanging else self.durations.get(model.id, self.duration))
+            if model.id in self.hanging:
+                self._hang(model.id, stop)
+            else:
+                time.sleep(self.durations.get(model.id, self.duration))
             if model.id in self.unavailable:
                 raise ModelUnavailable(f"{model.id} is not available here")
             if model.id in self.failing:
@@ -53,6 +59,15 @@ class FakeEndpoint(Endpoint):
         finally:
             with self._lock:
                 self.running -= 1
+
+    def _hang(self, model: str, stop: Any) -> None:
+        end = time.monotonic() + self.hang
+        while time.monotonic() < end:
+            if stop is not None and stop.is_set():
+                with self._lock:
+                    self.stopped.append(model)
+                raise EndpointError(f"{model}: stopped")
+            time.sleep(0.01)
 
 
 def make_outputs(task: str, model: str, inputs: dict[str, Any], out_dir: Path) -> list[Artifact]:
