@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
@@ -157,6 +156,3 @@ def _validate_unchecked_files(plan: Plan) -> list[str]:
     names = frozenset(v for t in plan.tasks for v in t.args.values())
     return validate_plan(plan, FileRules(uploads=names, allow_urls=True))
 
-
-def plan_as_text(plan: Plan) -> str:
-    return json.dumps({"tasks": plan.to_json()})

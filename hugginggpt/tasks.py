@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Kinds of values that flow along the DAG. "data" is structured output (boxes, labels, scores).
+# Values that flow along the DAG are text, media files, or "data": structured output (boxes, labels, scores).
 MEDIA_KINDS = ("image", "audio", "video")
-KINDS = ("text", *MEDIA_KINDS, "data")
 
 
 @dataclass(frozen=True)

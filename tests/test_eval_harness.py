@@ -17,7 +17,6 @@ from fakes.llm_server import FakeLLMServer, Reply
 from hugginggpt.eval.__main__ import main
 from hugginggpt.eval.convert import taskbench_to_plan
 from hugginggpt.eval.data import load_dataset
-from hugginggpt.planner import plan_as_text
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "fixtures" / "taskbench"
@@ -73,6 +72,10 @@ POOR = {
     ],
 }
 # Model "good": the gold itself, written as our plans.
+def plan_as_text(plan) -> str:
+    return json.dumps({"tasks": plan.to_json()})
+
+
 GOOD = {s.id: [plan_as_text(taskbench_to_plan(s.nodes, DATASET.tools))] for s in DATASET.samples}
 
 

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from fakes.endpoints import FakeEndpoint, cards
-from hugginggpt.events import TaskFailed, TaskFinished, TaskSkipped, TaskStarted
+from hugginggpt.events import TaskFailed, TaskSkipped, TaskStarted
 from hugginggpt.execute import ExecutionSettings, execute_plan
 from hugginggpt.plan import parse_plan
 from hugginggpt.select import Choice
@@ -140,7 +140,7 @@ def test_independent_branch_still_runs_when_another_fails(workspace):
     records = {}
     choices = choose(plan)
     choices[0] = Choice(0, "text-to-image", None, "no model in the catalog can run text-to-image here")
-    events = list(execute_plan(plan, choices, FakeEndpoint(), workspace, workspace.run_dir("r"), records))
+    list(execute_plan(plan, choices, FakeEndpoint(), workspace, workspace.run_dir("r"), records))
     assert records[0].status == "failed" and "no model" in records[0].error
     assert records[1].status == "skipped" and records[2].status == "done"
 

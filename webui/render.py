@@ -75,7 +75,6 @@ class RunView:
         self._boxes: dict[str, dict[str, Any]] = {}
         self._started: dict[str, float] = {}
         self._answer: dict[str, Any] | None = None
-        self._plan: Plan | None = None
 
     # ---- boxes (messages with a title) -------------------------------------------------------
 
@@ -117,7 +116,6 @@ class RunView:
                 box["content"] = (box["content"] + "\n\n" + note).strip()
                 box["metadata"]["log"] = f"attempt {attempt + 1}"
             case PlanReady(plan=plan, attempts=attempts):
-                self._plan = plan
                 box = self._box("plan", "Plan")
                 box["content"] = plan_markdown(plan)
                 n = len(plan.tasks)

@@ -88,9 +88,6 @@ class Store:
     def tasks(self) -> list[str]:
         return list(self._index)
 
-    def task_count(self, task: str) -> int:
-        return self._index.get(task, (0, 0, 0))[2]
-
     def ranked(self, task: str) -> Iterator[ModelCard]:
         """The task's cards, best first; parses lazily and remembers what it parsed."""
         if task not in self._index:

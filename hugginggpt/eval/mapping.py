@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .. import tasks as task_types
 
 TASKBENCH_TO_PROJECT: dict[str, str] = {
     "Token Classification": "token-classification",
@@ -57,9 +56,3 @@ def to_taskbench(task: str, args: Mapping[str, str] | None = None) -> str | None
         return "Image Editing" if prompt.strip() else "Image-to-Image"
     return _PROJECT_TO_TASKBENCH.get(task)
 
-
-def unmapped_project_tasks() -> list[str]:
-    """Project task types TaskBench has no tool for (ControlNet, text-classification, ...)."""
-    return [
-        name for name in task_types.TASKS if name != "image-to-image" and name not in _PROJECT_TO_TASKBENCH
-    ]

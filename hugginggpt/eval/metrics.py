@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .data import NODE_REF, GoldSample, Tool
+from .data import NODE_REF, SHAPES, GoldSample, Tool
 
 _EXTENSIONS = {
     "image": ("jpg", "png", "jpeg", "gif", "bmp", "tiff", "svg", "ico"),
@@ -341,7 +341,7 @@ def groups(scores: Sequence[SampleScore]) -> dict[str, list[SampleScore]]:
     """overall; by shape (single, chain, dag); by number of gold tools; and upstream's view, which
     drops the samples that have no prediction."""
     out: dict[str, list[SampleScore]] = {"overall": list(scores)}
-    shapes = ["single", "chain", "dag"] + sorted({s.shape for s in scores} - {"single", "chain", "dag"})
+    shapes = [*SHAPES, *sorted({s.shape for s in scores} - set(SHAPES))]
     for shape in shapes:
         members = [s for s in scores if s.shape == shape]
         if members:

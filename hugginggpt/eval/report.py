@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .data import SHAPES
 from .metrics import LOWER_IS_BETTER, METRICS, format_value
 from .score import METRICS_FILE
 
-SHAPE_GROUPS = ("overall", "single", "chain", "dag")
+SHAPE_GROUPS = ("overall", *SHAPES)
 # What the charts show: the headline figure of each family.
 CHART_METRICS = [
     ("node_f1", "node F1"),
