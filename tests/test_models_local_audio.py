@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import soundfile as sf
+from stop_signal import StopAfter
 
 import models_local
 from hugginggpt.tasks import TASKS
@@ -52,6 +53,14 @@ def test_asr_whisper(tiny, tmp_path):
     audio = write_tone(tmp_path / "speech.wav", seconds=2.0, rate=8000)
     text = run("automatic-speech-recognition", tiny("whisper"), {"audio": str(audio)}, tmp_path)["text"]
     assert isinstance(text, str) and "<|" not in text  # special tokens stripped
+
+
+def test_a_stop_ends_whisper_at_the_next_token(tiny, tmp_path):
+    audio = write_tone(tmp_path / "speech.wav", seconds=2.0, rate=8000)
+    stop = StopAfter(1)
+    with pytest.raises(models_local.Stopped):
+        models_local.run("automatic-speech-recognition", tiny("whisper"), {"audio": str(audio)}, tmp_path, stop=stop)
+    assert stop.asked >= 2  # generate() looked
 
 
 def test_audio_classification(tiny, tmp_path):

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from stop_signal import StopAfter
 from tiny_vision import (  # noqa: F401
     draw_photo,
     tiny_controlnet,
@@ -112,17 +113,6 @@ def test_control_image_feeds_controlnet(tiny_controlnet, tiny_sd, photo, tmp_pat
     drawn = models_local.run("canny-text-to-image", tiny_controlnet, {"image": edges, "text": "a cat"},
                              tmp_path / "b")
     only_image(drawn, (SIDE, 24))
-
-
-class StopAfter:
-    """A stop signal that reads "not set" `checks` times, then "set": a Stop pressed mid-run."""
-
-    def __init__(self, checks: int):
-        self.left, self.asked = checks, 0
-
-    def is_set(self) -> bool:
-        self.asked += 1
-        return self.asked > self.left
 
 
 @pytest.mark.parametrize(("task", "model", "inputs"), [

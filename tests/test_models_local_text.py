@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from stop_signal import StopAfter
 
 import models_local
 from hugginggpt.tasks import TASKS
@@ -124,6 +125,15 @@ def test_conversational_without_a_chat_template_replies_after_end_of_text(tiny, 
     prompt = tok("hello world" + tok.eos_token, return_tensors="pt")
     ids = model.generate(**prompt, max_new_tokens=16, pad_token_id=tok.eos_token_id)
     assert reply == tok.decode(ids[0][prompt["input_ids"].shape[-1]:], skip_special_tokens=True).strip()
+
+
+@pytest.mark.parametrize("task,name", [("summarization", "t5"), ("translation", "t5"), ("text-generation", "gpt2"),
+                                       ("conversational", "llama-chat")])
+def test_a_stop_ends_generation_at_the_next_token(tiny, tmp_path, task, name):
+    stop = StopAfter(1)  # the runtime's check before the call passes; generate()'s first check stops it
+    with pytest.raises(models_local.Stopped):
+        models_local.run(task, tiny(name), {"text": "the cat sat on the mat"}, tmp_path, stop=stop)
+    assert stop.asked >= 2  # it was generate() that looked, not only the check before the call
 
 
 def test_conversational_with_an_encoder_decoder_model(tiny, tmp_path):

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from stop_signal import StopAfter
 from tiny_vision import (  # noqa: F401
     draw_photo,
     tiny_blip,
@@ -110,6 +111,13 @@ def test_depth_estimation_dpt(tiny_dpt, photo, tmp_path):
 def test_image_to_text_blip(tiny_blip, photo, tmp_path):
     artifacts = run("image-to-text", tiny_blip, tmp_path, image=photo)
     assert kinds(artifacts) == ["text"] and artifacts[0]["value"].strip()
+
+
+def test_a_stop_ends_captioning_at_the_next_token(tiny_blip, photo, tmp_path):
+    stop = StopAfter(1)
+    with pytest.raises(models_local.Stopped):
+        models_local.run("image-to-text", tiny_blip, {"image": photo}, tmp_path, stop=stop)
+    assert stop.asked >= 2  # generate() looked
 
 
 def test_image_to_text_vision_encoder_decoder(tiny_vit_gpt2, photo, tmp_path):

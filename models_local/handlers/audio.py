@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io import read_audio
-from .base import Device, Handler, Outputs
+from .base import Device, Handler, Outputs, stopping_criteria
 from .text import Bundle, labels_text, load_model, scored_labels, to_device
 
 # SpeechT5 predicts mel spectrograms; a repo without its own "vocoder" folder uses this one.
@@ -41,8 +41,11 @@ def _load_asr(folder: str, device: Device) -> Bundle:
 def _transcribe(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     rate = b.processor.feature_extractor.sampling_rate
     samples = read_audio(inputs["audio"], rate)
-    long = len(samples) > CHUNK_SECONDS * rate
-    result = b.extra({"raw": samples, "sampling_rate": rate}, **({"chunk_length_s": CHUNK_SECONDS} if long else {}))
+    kwargs: dict[str, Any] = {"chunk_length_s": CHUNK_SECONDS} if len(samples) > CHUNK_SECONDS * rate else {}
+    if b.model.config.is_encoder_decoder:  # Whisper generates: a Stop ends it at the next token
+        kwargs["generate_kwargs"] = stopping_criteria(out)
+    result = b.extra({"raw": samples, "sampling_rate": rate}, **kwargs)
+    out.check_stop()
     out.text(result["text"].strip())
 
 

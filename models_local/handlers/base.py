@@ -84,3 +84,21 @@ class Outputs:
     def data(self, value: Any) -> None:
         json.dumps(value)  # fail here, not later, when a value is not JSON-serialisable
         self.artifacts.append({"kind": "data", "value": value})
+
+
+def stopping_criteria(out: Outputs) -> dict[str, Any]:
+    """generate() arguments that end generation at the next token once `out.stop` is set; the
+    caller's out.check_stop() after generate() then raises Stopped instead of keeping a cut text."""
+    if out.stop is None:
+        return {}
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    stop = out.stop
+
+    class WhenStopped(StoppingCriteria):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            import torch
+
+            return torch.full((input_ids.shape[0],), stop.is_set(), dtype=torch.bool, device=input_ids.device)
+
+    return {"stopping_criteria": StoppingCriteriaList([WhenStopped()])}

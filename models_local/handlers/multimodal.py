@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..io import read_image
-from .base import Device, Handler, Outputs
+from .base import Device, Handler, Outputs, stopping_criteria
 
 MAX_NEW_TOKENS = 48  # enough for a caption or a short answer
 CAPTION_PROMPT = "Describe this image in one sentence."
@@ -73,8 +73,9 @@ def load(source: str, device: Device, *, task: str) -> VisionLanguage:
     return VisionLanguage(model, processor, tokenizer, device, kind)
 
 
-def ask(vl: VisionLanguage, image: Any, question: str | None) -> tuple[str, list[dict] | None]:
-    """The model's answer (a caption when `question` is None), and scored candidates for classifiers."""
+def ask(vl: VisionLanguage, image: Any, question: str | None, out: Outputs) -> tuple[str, list[dict] | None]:
+    """The model's answer (a caption when `question` is None), and scored candidates for classifiers.
+    Generation ends early, raising Stopped, once `out.stop` is set."""
     import torch
 
     if vl.kind == "classify":
@@ -103,7 +104,8 @@ def ask(vl: VisionLanguage, image: Any, question: str | None) -> tuple[str, list
 
     enc = _to(enc, vl)
     with torch.inference_mode():
-        ids = vl.model.generate(**enc, max_new_tokens=MAX_NEW_TOKENS)
+        ids = vl.model.generate(**enc, max_new_tokens=MAX_NEW_TOKENS, **stopping_criteria(out))
+    out.check_stop()
     if vl.kind == "donut":
         text = vl.tokenizer.batch_decode(ids)[0]
         found = re.search(r"<s_answer>(.*?)(?:</s_answer>|$)", text, re.DOTALL)
@@ -124,12 +126,12 @@ def _to(enc: Any, vl: VisionLanguage) -> dict[str, Any]:
 
 
 def _caption(vl: VisionLanguage, inputs: dict[str, str], out: Outputs) -> None:
-    caption, _ = ask(vl, read_image(inputs["image"]), None)
+    caption, _ = ask(vl, read_image(inputs["image"]), None, out)
     out.text(caption or "(the model returned an empty caption)")
 
 
 def _answer(vl: VisionLanguage, inputs: dict[str, str], out: Outputs) -> None:
-    answer, candidates = ask(vl, read_image(inputs["image"]), inputs["text"])
+    answer, candidates = ask(vl, read_image(inputs["image"]), inputs["text"], out)
     out.text(answer or "(no answer)")
     if candidates is not None:
         out.data(candidates)

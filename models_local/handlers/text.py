@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .base import Device, Handler, Outputs
+from .base import Device, Handler, Outputs, stopping_criteria
 
 MAX_NEW_TOKENS = 128  # generated text per call; enough for a chat reply or a summary
 TOP_K = 5  # labels reported by classifiers
@@ -171,7 +171,8 @@ def _seq2seq(task: str):
                           return_tensors="pt")
         kwargs = _generate_kwargs(b.model, b.processor) | (_english_bos(b) if task == "translation" else {})
         with torch.inference_mode():
-            ids = b.model.generate(**to_device(enc, b), **kwargs)
+            ids = b.model.generate(**to_device(enc, b), **kwargs, **stopping_criteria(out))
+        out.check_stop()
         out.text(b.processor.decode(ids[0], skip_special_tokens=True).strip())
 
     return call
@@ -204,7 +205,8 @@ def _generator(task: str):
         else:  # a base model continues the prompt
             enc = tok(inputs["text"], return_tensors="pt")
         with torch.inference_mode():
-            ids = b.model.generate(**to_device(enc, b), **_generate_kwargs(b.model, tok))
+            ids = b.model.generate(**to_device(enc, b), **_generate_kwargs(b.model, tok), **stopping_criteria(out))
+        out.check_stop()
         new = tok.decode(ids[0][enc["input_ids"].shape[-1]:], skip_special_tokens=True)
         # a reply stands alone; a continuation is returned with its prompt, as the HF pipeline does
         out.text(new.strip() if chat or task == "conversational" else inputs["text"] + new)
