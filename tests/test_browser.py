@@ -90,8 +90,10 @@ def test_browser_streams_plan_models_media_and_answer(llm_server, tiny_catalog, 
             # the LLM's markdown image became an <img>, and the page's Content-Security-Policy kept the
             # browser from loading it: no request reached the other origin
             injected = chat.locator(f"img[src^='{tracker}']")
-            assert injected.count() >= 2  # in the request and in the answer
-            assert injected.last.evaluate("img => img.complete && img.naturalWidth === 0")
+            injected.nth(1).wait_for(state="attached")  # in the request, and at the end of the streamed answer
+            settled = ("img => img.complete ? img.naturalWidth : new Promise(done => ['load', 'error'].forEach("
+                       "e => img.addEventListener(e, () => done(img.naturalWidth))))")
+            assert injected.last.evaluate(settled) == 0  # the browser settled it: blocked, nothing drawn
             assert hits == [], hits
 
             # the generated image: an <img> served by Gradio, other than the uploaded photo
