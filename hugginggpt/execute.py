@@ -217,8 +217,8 @@ def _call_with_timeout(
 ) -> list[Artifact]:
     """Run the endpoint in its own thread so that a hung model costs at most `timeout` seconds.
 
-    Python cannot kill a thread: a timed-out call is told to stop (local diffusion ends within a
-    step) and otherwise finishes in the background, its result dropped.
+    Python cannot kill a thread: a timed-out call is told to stop (local diffusion and generation end
+    within a step or a token) and otherwise finishes in the background, its result dropped.
     """
     result: dict[str, Any] = {}
     timed_out = threading.Event()
