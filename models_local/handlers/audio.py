@@ -11,7 +11,7 @@ from typing import Any
 
 from ..io import read_audio
 from .base import Device, Handler, Outputs, stopping_criteria
-from .text import Bundle, labels_text, load_model, scored_labels, to_device
+from .text import Bundle, load_model, to_device, write_labels
 
 # SpeechT5 predicts mel spectrograms; a repo without its own "vocoder" folder uses this one.
 DEFAULT_VOCODER = "microsoft/speecht5_hifigan"
@@ -65,9 +65,7 @@ def _classify_audio(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     features = b.processor(read_audio(inputs["audio"], rate), sampling_rate=rate, return_tensors="pt")
     with torch.inference_mode():
         logits = b.model(**to_device(features, b)).logits[0]
-    labels = scored_labels(logits, b.model.config)
-    out.text(labels_text(labels))
-    out.data(labels)
+    write_labels(out, logits, b.model.config)
 
 
 # ---- SpeechT5 pieces (text-to-speech and audio-to-audio) -----------------------------------------

@@ -66,8 +66,11 @@ def scored_labels(logits: Any, config: Any, *, top_k: int = TOP_K) -> list[dict]
             for i in best]
 
 
-def labels_text(labels: list[dict]) -> str:
-    return ", ".join(f"{item['label']} ({item['score']:.2f})" for item in labels[:3])
+def write_labels(out: Outputs, logits: Any, config: Any) -> None:
+    """A classifier's result: the top labels as text, and all of them with scores as data."""
+    labels = scored_labels(logits, config)
+    out.text(", ".join(f"{item['label']} ({item['score']:.2f})" for item in labels[:3]))
+    out.data(labels)
 
 
 def _max_length(tokenizer: Any, config: Any) -> int:
@@ -102,9 +105,7 @@ def _classify(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
                       return_tensors="pt")
     with torch.inference_mode():
         logits = b.model(**to_device(enc, b)).logits[0]
-    labels = scored_labels(logits, b.model.config)
-    out.text(labels_text(labels))
-    out.data(labels)
+    write_labels(out, logits, b.model.config)
 
 
 # ---- token-classification ------------------------------------------------------------------------
