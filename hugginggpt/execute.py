@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +20,7 @@ from . import tasks as task_types
 from .artifacts import Artifact
 from .endpoints import Endpoint, EndpointError
 from .events import Event, TaskFailed, TaskFinished, TaskSkipped, TaskStarted
-from .plan import Plan, Task
+from .plan import RESOURCE_REF, Plan, Task
 from .select import Choice
 from .workspace import FileRefused, Workspace
 
@@ -155,10 +154,12 @@ def _run_task(
         record.status, record.error = "failed", error
         inbox.put(TaskFailed(task.id, task.task, model, error, final=True))
 
+    def cancel() -> None:  # stopped on purpose: not a model's failure, so no event and no fallback
+        record.status, record.error = "failed", "cancelled"
+
     try:
         if cancelled.is_set():
-            record.status, record.error = "failed", "cancelled"
-            return
+            return cancel()
         try:
             inputs = resolve_inputs(task, records, workspace, run_dir, settings.fetch_url)
         except (FileRefused, ValueError) as e:
@@ -169,8 +170,7 @@ def _run_task(
         out_dir = run_dir / f"task-{task.id}"
         for attempt, model in enumerate(models, start=1):
             if cancelled.is_set():
-                record.status, record.error = "failed", "cancelled"
-                return
+                return cancel()
             record.model = model.id
             inbox.put(TaskStarted(task.id, task.task, model.id, attempt))
             t0 = time.perf_counter()
@@ -179,9 +179,8 @@ def _run_task(
                                              cancelled)
                 _check_outputs(task.task, outputs, workspace)
             except EndpointError as e:
-                if cancelled.is_set():  # stopped on purpose: not the model's failure, no fallback
-                    record.status, record.error = "failed", "cancelled"
-                    return
+                if cancelled.is_set():
+                    return cancel()
                 error, seconds = str(e), time.perf_counter() - t0
                 final = attempt == len(models)
                 record.attempts.append({"model": model.id, "error": error, "seconds": round(seconds, 3)})
@@ -262,14 +261,15 @@ def resolve_inputs(
     """Argument values made concrete: text with references filled in, media as workspace paths."""
     spec = task_types.get(task.task)
     inputs: dict[str, Any] = {}
+    references = task.references()
     for name, value in task.args.items():
         arg = spec.arg(name) if spec else None
         kind = arg.kind if arg else "text"
-        refs = task.references().get(name, [])
+        refs = references.get(name, [])
         if kind == "text":
             # One pass: "<resource>-1" must not eat the start of "<resource>-10", nor a filled-in
             # output that happens to contain a reference be filled in again.
-            inputs[name] = re.sub(r"<resource>-(\d+)", lambda m: _as_text(records[int(m.group(1))]), value)
+            inputs[name] = RESOURCE_REF.sub(lambda m: _as_text(records[int(m.group(1))]), value)
         elif refs:
             artifact = records[refs[0]].output(kind)
             if artifact is None or artifact.path is None:

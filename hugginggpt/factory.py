@@ -7,6 +7,7 @@ from pathlib import Path
 from .catalog import Catalog, load_catalog
 from .config import Settings
 from .endpoints import Endpoint
+from .endpoints import build_endpoint as endpoint_for_mode
 from .llm import LLM, LocalChatLLM, OpenAICompatibleLLM
 from .pipeline import Pipeline
 
@@ -35,9 +36,7 @@ def build_catalog(settings: Settings) -> Catalog:
 
 
 def build_endpoint(settings: Settings) -> Endpoint:
-    from .endpoints import build_endpoint as make
-
-    return make(settings.inference, hf_token=settings.hf_token, provider=settings.hf_provider)
+    return endpoint_for_mode(settings.inference, hf_token=settings.hf_token, provider=settings.hf_provider)
 
 
 def build_pipeline(settings: Settings, *, llm: LLM | None = None, catalog: Catalog | None = None,

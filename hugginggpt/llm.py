@@ -34,6 +34,11 @@ class Usage:
         self.completion_tokens += other.completion_tokens
 
 
+def _usage(reported: Any) -> Usage:
+    """An OpenAI response's usage; servers may leave either count out."""
+    return Usage(reported.prompt_tokens or 0, reported.completion_tokens or 0)
+
+
 @dataclass
 class LLMCall:
     """One call, as kept in the trace."""
@@ -173,7 +178,7 @@ class OpenAICompatibleLLM(LLM):
         if not hasattr(response, "choices"):  # the openai client hands back a non-JSON body as a str
             raise LLMError(self._not_an_api())
         if response.usage is not None:
-            call.usage = Usage(response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0)
+            call.usage = _usage(response.usage)
         if not response.choices:
             raise LLMError(f"The LLM ({self.describe()}) sent a reply with no choices")
         return response.choices[0].message.content or ""
@@ -194,7 +199,7 @@ class OpenAICompatibleLLM(LLM):
                 for chunk in chunks:
                     seen = True
                     if chunk.usage is not None:
-                        call.usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
+                        call.usage = _usage(chunk.usage)
                     if chunk.choices and chunk.choices[0].delta.content:
                         yield chunk.choices[0].delta.content
         except openai.APIError as e:

@@ -22,6 +22,7 @@ RESOURCE = "<resource>-{}"
 # The spellings LLMs use for "the output of task N": <resource>-N, <resource-N>, <GENERATED>-N, ...
 _REFERENCE = re.compile(r"<\s*(?:resource|generated)\s*>?\s*-\s*(\d+)(?:\s*>)?", re.IGNORECASE)
 _EXACT_REFERENCE = re.compile(r"^<resource>-(\d+)$")
+RESOURCE_REF = re.compile(r"<resource>-(\d+)")  # a reference anywhere in a value
 
 
 class PlanParseError(ValueError):
@@ -38,7 +39,7 @@ class Task:
     def references(self) -> dict[str, list[int]]:
         """Argument name -> ids of the tasks whose outputs it uses."""
         return {
-            name: [int(n) for n in re.findall(r"<resource>-(\d+)", value)]
+            name: [int(n) for n in RESOURCE_REF.findall(value)]
             for name, value in self.args.items()
             if "<resource>-" in value
         }
@@ -56,12 +57,6 @@ class Plan:
 
     def by_id(self) -> dict[int, Task]:
         return {t.id: t for t in self.tasks}
-
-    def order(self) -> list[Task]:
-        """Tasks in an order where every task comes after its dependencies (plan must be valid)."""
-        by_id = self.by_id()
-        sorter = TopologicalSorter({t.id: set(t.dep) for t in self.tasks})
-        return [by_id[i] for i in sorter.static_order()]
 
     def to_json(self) -> list[dict[str, Any]]:
         return [t.to_json() for t in self.tasks]
@@ -188,6 +183,7 @@ def validate_plan(plan: Plan, rules: FileRules = FileRules()) -> list[str]:
             problems.append(f"two tasks have id {t.id}; ids must be unique")
         by_id[t.id] = t
 
+    bad_dep = False  # a missing or self dependency is reported first; cycles are looked for after
     for t in plan.tasks:
         where = f"task {t.id} ({t.task or 'no task type'})"
         spec = task_types.get(t.task)
@@ -195,13 +191,15 @@ def validate_plan(plan: Plan, rules: FileRules = FileRules()) -> list[str]:
             problems.append(f"{where}: unknown task type{_suggest(t.task)}")
         for d in t.dep:
             if d not in by_id:
+                bad_dep = True
                 problems.append(f"{where}: depends on task {d}, which is not in the plan")
             elif d == t.id:
+                bad_dep = True
                 problems.append(f"{where}: depends on itself")
         if spec is not None:
             problems.extend(_check_args(t, spec, by_id, rules, where))
 
-    if not any("depends on" in p for p in problems):
+    if not bad_dep:
         try:
             TopologicalSorter({t.id: set(t.dep) for t in plan.tasks}).prepare()
         except CycleError as e:
@@ -215,6 +213,7 @@ def _check_args(
 ) -> list[str]:
     problems = []
     takes = ", ".join(f"{a.name} ({a.kind})" for a in spec.args)
+    references = t.references()
     for arg in spec.args:
         if arg.required and not t.args.get(arg.name, "").strip():
             problems.append(f"{where}: missing required argument '{arg.name}' ({arg.kind}); it takes {takes}")
@@ -223,7 +222,7 @@ def _check_args(
         if arg is None:
             problems.append(f"{where}: has no argument '{name}'; it takes {takes}")
             continue
-        refs = t.references().get(name, [])
+        refs = references.get(name, [])
         for ref in refs:
             producer = by_id.get(ref)
             if producer is None:

@@ -30,10 +30,6 @@ class TaskSpec:
     def arg(self, name: str) -> Arg | None:
         return next((a for a in self.args if a.name == name), None)
 
-    @property
-    def output(self) -> str:
-        return self.outputs[0]
-
 
 TEXT = Arg("text", "text")
 IMAGE = Arg("image", "image")
@@ -41,60 +37,56 @@ AUDIO = Arg("audio", "audio")
 PROMPT = Arg("text", "text", required=False, help="optional prompt")
 
 
-def _spec(name: str, args: tuple[Arg, ...], outputs: tuple[str, ...], description: str) -> TaskSpec:
-    return TaskSpec(name, args, outputs, description)
-
-
 _BASE = [
-    _spec("text-classification", (TEXT,), ("text", "data"), "label a text (sentiment, topic, ...)"),
-    _spec("token-classification", (TEXT,), ("text", "data"), "tag words or entities in a text"),
-    _spec("text2text-generation", (TEXT,), ("text",), "rewrite a text into another text"),
-    _spec("summarization", (TEXT,), ("text",), "summarise a long text"),
-    _spec("translation", (TEXT,), ("text",), "translate a text into another language"),
-    _spec(
+    TaskSpec("text-classification", (TEXT,), ("text", "data"), "label a text (sentiment, topic, ...)"),
+    TaskSpec("token-classification", (TEXT,), ("text", "data"), "tag words or entities in a text"),
+    TaskSpec("text2text-generation", (TEXT,), ("text",), "rewrite a text into another text"),
+    TaskSpec("summarization", (TEXT,), ("text",), "summarise a long text"),
+    TaskSpec("translation", (TEXT,), ("text",), "translate a text into another language"),
+    TaskSpec(
         "question-answering",
         (Arg("text", "text", help="the question"), Arg("context", "text", help="the text holding the answer")),
         ("text", "data"),
         "answer a question from a given context text",
     ),
-    _spec("conversational", (TEXT,), ("text",), "reply in a dialogue"),
-    _spec("text-generation", (TEXT,), ("text",), "continue or write a text from a prompt"),
-    _spec(
+    TaskSpec("conversational", (TEXT,), ("text",), "reply in a dialogue"),
+    TaskSpec("text-generation", (TEXT,), ("text",), "continue or write a text from a prompt"),
+    TaskSpec(
         "sentence-similarity",
         (Arg("text", "text", help="the source sentence"), Arg("text2", "text", help="the sentence to compare")),
         ("text", "data"),
         "score how similar two sentences are",
     ),
-    _spec(
+    TaskSpec(
         "tabular-classification",
         (Arg("text", "text", help="CSV rows with a header line"),),
         ("text", "data"),
         "classify the rows of a table",
     ),
-    _spec("object-detection", (IMAGE,), ("image", "text", "data"), "find and box the objects in an image"),
-    _spec("image-classification", (IMAGE,), ("text", "data"), "say what an image shows, as labels"),
-    _spec("image-to-text", (IMAGE,), ("text",), "caption an image"),
-    _spec("text-to-image", (TEXT,), ("image",), "draw an image from a description"),
-    _spec("image-to-image", (IMAGE, PROMPT), ("image",), "transform or edit an image, guided by a prompt"),
-    _spec("image-segmentation", (IMAGE,), ("image", "text", "data"), "split an image into labelled regions"),
-    _spec("depth-estimation", (IMAGE,), ("image",), "estimate the depth of each pixel of an image"),
-    _spec("text-to-speech", (TEXT,), ("audio",), "read a text aloud"),
-    _spec("automatic-speech-recognition", (AUDIO,), ("text",), "transcribe speech in an audio file"),
-    _spec("audio-to-audio", (AUDIO,), ("audio",), "enhance or separate audio"),
-    _spec("audio-classification", (AUDIO,), ("text", "data"), "label the sound in an audio file"),
-    _spec(
+    TaskSpec("object-detection", (IMAGE,), ("image", "text", "data"), "find and box the objects in an image"),
+    TaskSpec("image-classification", (IMAGE,), ("text", "data"), "say what an image shows, as labels"),
+    TaskSpec("image-to-text", (IMAGE,), ("text",), "caption an image"),
+    TaskSpec("text-to-image", (TEXT,), ("image",), "draw an image from a description"),
+    TaskSpec("image-to-image", (IMAGE, PROMPT), ("image",), "transform or edit an image, guided by a prompt"),
+    TaskSpec("image-segmentation", (IMAGE,), ("image", "text", "data"), "split an image into labelled regions"),
+    TaskSpec("depth-estimation", (IMAGE,), ("image",), "estimate the depth of each pixel of an image"),
+    TaskSpec("text-to-speech", (TEXT,), ("audio",), "read a text aloud"),
+    TaskSpec("automatic-speech-recognition", (AUDIO,), ("text",), "transcribe speech in an audio file"),
+    TaskSpec("audio-to-audio", (AUDIO,), ("audio",), "enhance or separate audio"),
+    TaskSpec("audio-classification", (AUDIO,), ("text", "data"), "label the sound in an audio file"),
+    TaskSpec(
         "visual-question-answering",
         (IMAGE, Arg("text", "text", help="the question")),
         ("text",),
         "answer a question about an image",
     ),
-    _spec(
+    TaskSpec(
         "document-question-answering",
         (IMAGE, Arg("text", "text", help="the question")),
         ("text",),
         "answer a question about a document image",
     ),
-    _spec("text-to-video", (TEXT,), ("video",), "make a short video from a description"),
+    TaskSpec("text-to-video", (TEXT,), ("video",), "make a short video from a description"),
 ]
 
 # ControlNet: "<c>-control" turns a photo into a control image (edges, depth, pose, ...);
@@ -104,8 +96,8 @@ _CONTROLNET = [
     spec
     for c in CONTROLS
     for spec in (
-        _spec(f"{c}-control", (IMAGE,), ("image",), f"make a {c} control image from a photo"),
-        _spec(
+        TaskSpec(f"{c}-control", (IMAGE,), ("image",), f"make a {c} control image from a photo"),
+        TaskSpec(
             f"{c}-text-to-image",
             (Arg("image", "image", help=f"a {c} control image"), TEXT),
             ("image",),

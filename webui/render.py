@@ -28,12 +28,11 @@ from hugginggpt.events import (
     TaskSkipped,
     TaskStarted,
 )
-from hugginggpt.plan import Plan
+from hugginggpt.plan import RESOURCE_REF, Plan
+from hugginggpt.tasks import MEDIA_KINDS
 
 HUB = "https://huggingface.co/"
-MEDIA_KINDS = ("image", "audio", "video")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-_REFERENCE = re.compile(r"<resource>-(\d+)")
 
 
 def model_link(model: str) -> str:
@@ -55,7 +54,7 @@ def plan_markdown(plan: Plan) -> str:
 
 
 def _argument(value: str) -> str:
-    text = _REFERENCE.sub(lambda m: f"output of task {m.group(1)}", str(value))
+    text = RESOURCE_REF.sub(lambda m: f"output of task {m.group(1)}", str(value))
     text = text if len(text) <= 80 else text[:77] + "..."
     return f"`{text}`" if text == value and not text.startswith("output of") else f"*{text}*"
 

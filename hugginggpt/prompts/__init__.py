@@ -19,8 +19,13 @@ def templates(stage: str) -> dict[str, str]:
     return yaml.safe_load((HERE / f"{stage}.yaml").read_text(encoding="utf-8"))
 
 
+@cache
+def _template(stage: str, part: str) -> Any:
+    return _env.from_string(templates(stage)[part])  # compiled once: prompts render on every request
+
+
 def render(stage: str, part: str, **values: Any) -> str:
-    return _env.from_string(templates(stage)[part]).render(**values).strip()
+    return _template(stage, part).render(**values).strip()
 
 
 @cache
