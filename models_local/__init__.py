@@ -9,8 +9,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from .handlers.base import Stopped
-from .runtime import ModelTooLarge, Runtime, RuntimeUnsupported, loading
+from .handlers import HANDLERS
+from .handlers.base import RuntimeUnsupported, Stopped
+from .runtime import ModelTooLarge, Runtime, loading
 
 __all__ = ["SUPPORTED_TASKS", "ModelTooLarge", "Runtime", "RuntimeUnsupported", "Stopped", "can_run", "configure",
            "default_runtime", "loading", "run"]
@@ -19,15 +20,7 @@ _default: Runtime | None = None
 _settings: dict = {}
 _lock = threading.Lock()
 
-
-def __getattr__(name: str):
-    # SUPPORTED_TASKS is computed on first access: it imports the handler modules (light: they
-    # import torch and transformers only inside their functions).
-    if name == "SUPPORTED_TASKS":
-        from .handlers import HANDLERS
-
-        return frozenset(HANDLERS)
-    raise AttributeError(name)
+SUPPORTED_TASKS = frozenset(HANDLERS)
 
 
 def configure(*, memory_budget_bytes: int | None = None, device: str | None = None) -> None:

@@ -31,12 +31,11 @@ def read_image(path: str | Path, mode: str = "RGB") -> Any:
 
 def read_audio(path: str | Path, sampling_rate: int) -> Any:
     """Mono float32 samples in [-1, 1] at `sampling_rate` Hz."""
-    import numpy as np
     import soundfile as sf
 
     data, rate = sf.read(str(path), dtype="float32", always_2d=True)
     samples = data.mean(axis=1)  # mix channels down to mono
-    return resample(samples, rate, sampling_rate).astype(np.float32, copy=False)
+    return resample(samples, rate, sampling_rate)  # float32
 
 
 def resample(samples: Any, rate: int, target: int) -> Any:

@@ -20,11 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .handlers.base import Device, Handler, Outputs
-
-
-class RuntimeUnsupported(RuntimeError):
-    """This runtime cannot serve this model for this task (the caller may try another)."""
+from .handlers import HANDLERS
+from .handlers.base import Device, Handler, Outputs, RuntimeUnsupported
 
 
 class ModelTooLarge(RuntimeUnsupported):
@@ -276,7 +273,7 @@ class Runtime:
                  handlers: Mapping[str, Handler] | None = None) -> None:
         self.device = pick_device(device)
         self.budget = memory_budget_bytes if memory_budget_bytes is not None else default_budget(self.device)
-        self._handlers = handlers
+        self.handlers = handlers if handlers is not None else HANDLERS
         self._cache: OrderedDict[tuple[Any, str], _Entry] = OrderedDict()  # (loader, model) -> entry
         self._reserved = 0  # bytes promised to loads in progress
         self._lock = threading.Lock()
@@ -284,14 +281,6 @@ class Runtime:
         self.loads = 0  # how many times a model was actually loaded (tests and benchmarks read it)
 
     # -- what is served --
-    @property
-    def handlers(self) -> Mapping[str, Handler]:
-        if self._handlers is None:
-            from .handlers import HANDLERS
-
-            self._handlers = HANDLERS
-        return self._handlers
-
     @property
     def half(self) -> bool:
         return self.device.name.split(":")[0] in ("cuda", "mps")
@@ -408,10 +397,13 @@ class Runtime:
                     with self._lock:
                         self._reserved -= reserved
 
-    def _reserve(self, size: int, model: str) -> int:
+    def _check_fits(self, model: str, size: int) -> None:
         if size > self.budget:
             raise ModelTooLarge(f"{model} needs about {size / 2**20:.0f} MiB, over the "
                                 f"{self.budget / 2**20:.0f} MiB budget of the local runtime")
+
+    def _reserve(self, size: int, model: str) -> int:
+        self._check_fits(model, size)
         with self._lock:
             evicted = self._evict_for(size)
             self._reserved += size
@@ -472,9 +464,7 @@ class Runtime:
             estimate = sum(f.file_size or 0 for f in listing if f.filename in weights) or None
             if estimate and self.half and not any(".fp16." in w or "-fp16" in w for w in weights):
                 estimate //= 2  # stored float32, loaded float16
-            if estimate and estimate > self.budget:  # refused before the download starts
-                raise ModelTooLarge(f"{model} needs about {estimate / 2**20:.0f} MiB, over the "
-                                    f"{self.budget / 2**20:.0f} MiB budget of the local runtime")
+            self._check_fits(model, estimate or 0)  # refused before the download starts
             folder = Path(snapshot_download(model, ignore_patterns=_IGNORE + skipped))
         except RuntimeUnsupported:
             raise

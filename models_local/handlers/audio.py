@@ -6,11 +6,12 @@ nor torchaudio is needed; audio goes out as WAV through Outputs.audio.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 from ..io import read_audio
-from .base import Device, Handler, Outputs, stopping_criteria
+from .base import Device, Handler, Outputs, RuntimeUnsupported, stopping_criteria
 from .text import Bundle, load_model, to_device, write_labels
 
 # SpeechT5 predicts mel spectrograms; a repo without its own "vocoder" folder uses this one.
@@ -80,8 +81,6 @@ def _vocoder(folder: str, device: Device) -> Any:
     else:
         from huggingface_hub import snapshot_download
 
-        from ..runtime import RuntimeUnsupported
-
         try:  # through the HF cache, honouring HF_HUB_OFFLINE, like every other model
             source = snapshot_download(DEFAULT_VOCODER, allow_patterns=["*.json", "*.safetensors", "*.bin"])
         except Exception as exc:
@@ -128,8 +127,6 @@ def _write_speech(b: Bundle, waveform: Any, out: Outputs) -> None:
 # ---- text-to-speech ------------------------------------------------------------------------------
 
 def _load_tts(folder: str, device: Device) -> Bundle:
-    from ..runtime import RuntimeUnsupported
-
     kind = _config(folder).model_type
     if kind == "speecht5":
         return _speecht5("SpeechT5ForTextToSpeech", folder, device)
@@ -169,8 +166,6 @@ def _speak(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
 # ---- audio-to-audio ------------------------------------------------------------------------------
 
 def _load_voice_converter(folder: str, device: Device) -> Bundle:
-    from ..runtime import RuntimeUnsupported
-
     kind = _config(folder).model_type
     if kind != "speecht5":
         raise RuntimeUnsupported(f"no local audio-to-audio path for {kind!r} models (served: speecht5)")
@@ -183,9 +178,7 @@ def _convert(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     config = b.model.config
     rate = b.processor.feature_extractor.sampling_rate
     samples = read_audio(inputs["audio"], rate)
-    per_frame = 1
-    for stride in config.conv_stride:
-        per_frame *= stride
+    per_frame = math.prod(config.conv_stride)
     samples = samples[: (config.max_speech_positions - 2) * per_frame]  # what the encoder's positions can hold
     features = b.processor(audio=samples, sampling_rate=rate, return_tensors="pt")
     values = features["input_values"].to(b.device.name, b.model.dtype)

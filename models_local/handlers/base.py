@@ -18,6 +18,10 @@ class Stopped(RuntimeError):
     """The caller asked the running call to stop (Stop pressed, or its time ran out)."""
 
 
+class RuntimeUnsupported(RuntimeError):
+    """This runtime cannot serve this model for this task (the caller may try another)."""
+
+
 @dataclass(frozen=True)
 class Device:
     name: str  # cuda | mps | cpu
@@ -47,14 +51,14 @@ class Outputs:
         if self.stop is not None and self.stop.is_set():
             raise Stopped("stopped")
 
-    def _path(self, suffix: str) -> Path:
+    def new_path(self, suffix: str) -> Path:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         n = sum(1 for a in self.artifacts if "path" in a)
         return self.out_dir / f"{self.stem}{'-' + str(n) if n else ''}{suffix}"
 
     def image(self, image: Any) -> Path:
         """A PIL image, saved as PNG."""
-        path = self._path(".png")
+        path = self.new_path(".png")
         image.save(path, format="PNG")
         self.artifacts.append({"kind": "image", "path": str(path)})
         return path
@@ -64,7 +68,7 @@ class Outputs:
         import numpy as np
         import soundfile as sf
 
-        path = self._path(".wav")
+        path = self.new_path(".wav")
         data = np.asarray(samples, dtype=np.float32).squeeze()
         sf.write(path, data.T if data.ndim == 2 and data.shape[0] < data.shape[1] else data, sampling_rate)
         self.artifacts.append({"kind": "audio", "path": str(path)})
@@ -75,15 +79,18 @@ class Outputs:
         self.artifacts.append({"kind": kind, "path": str(path)})
         return path
 
-    def new_path(self, suffix: str) -> Path:
-        return self._path(suffix)
-
     def text(self, value: str) -> None:
         self.artifacts.append({"kind": "text", "value": str(value)})
 
     def data(self, value: Any) -> None:
         json.dumps(value)  # fail here, not later, when a value is not JSON-serialisable
         self.artifacts.append({"kind": "data", "value": value})
+
+
+def tensors_to(enc: Any, device: Device) -> dict[str, Any]:
+    """Tensors onto the model's device; floating ones (pixels) in its dtype, token ids untouched."""
+    return {k: v.to(device.name, dtype=device.dtype) if v.is_floating_point() else v.to(device.name)
+            for k, v in enc.items() if hasattr(v, "is_floating_point")}
 
 
 def stopping_criteria(out: Outputs) -> dict[str, Any]:

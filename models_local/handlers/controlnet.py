@@ -24,7 +24,7 @@ from typing import Any
 
 from ..io import read_image
 from . import diffusion, vision
-from .base import Device, Handler, Outputs
+from .base import Device, Handler, Outputs, RuntimeUnsupported, tensors_to
 
 BASE_ENV = "HUGGINGGPT_CONTROLNET_BASE"
 DEFAULT_BASE = "stable-diffusion-v1-5/stable-diffusion-v1-5"
@@ -154,7 +154,7 @@ def _load_pose(source: str, device: Device) -> PoseModel:
 
     model = AutoModelForPoseEstimation.from_pretrained(source, dtype=device.dtype).to(device.name).eval()
     if model.config.num_labels < 17:  # COCO-WholeBody also starts with COCO's 17 body keypoints
-        raise diffusion.unsupported(f"{source} does not predict COCO's 17 body keypoints")
+        raise RuntimeUnsupported(f"{source} does not predict COCO's 17 body keypoints")
     return PoseModel(model, AutoProcessor.from_pretrained(source), device)
 
 
@@ -164,8 +164,7 @@ def pose_keypoints(pose: PoseModel, image: Any) -> list[list[tuple[float, float,
 
     boxes = [[[0.0, 0.0, float(image.width), float(image.height)]]]  # COCO (x, y, w, h)
     enc = pose.processor(image, boxes=boxes, return_tensors="pt")
-    enc = {k: v.to(pose.device.name, dtype=pose.device.dtype) if v.is_floating_point() else v.to(pose.device.name)
-           for k, v in enc.items()}
+    enc = tensors_to(enc, pose.device)
     backbone = getattr(pose.model.config, "backbone_config", None)
     if getattr(backbone, "num_experts", 1) > 1:  # ViTPose+ mixes experts per dataset: 0 is COCO
         enc["dataset_index"] = torch.zeros(1, dtype=torch.long, device=pose.device.name)
@@ -224,7 +223,7 @@ def _load_controlnet(source: str, device: Device) -> Any:
         return diffusion.place(pipe, device)
     config = json.loads((folder / "config.json").read_text()) if (folder / "config.json").is_file() else {}
     if config.get("_class_name") != "ControlNetModel":
-        raise diffusion.unsupported(f"{source} holds neither a ControlNet pipeline nor a ControlNetModel")
+        raise RuntimeUnsupported(f"{source} holds neither a ControlNet pipeline nor a ControlNetModel")
     controlnet = ControlNetModel.from_pretrained(source, dtype=device.dtype)
     base = os.environ.get(BASE_ENV) or DEFAULT_BASE
     pipe = StableDiffusionControlNetPipeline.from_pretrained(base, controlnet=controlnet, dtype=device.dtype)
@@ -238,15 +237,12 @@ def _control_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
     out.image(result.images[0])
 
 
-def _pipeline_loader(task: str):
-    return lambda source, device: vision.load_pipeline(task, source, device)
-
-
 CONTROLS = {
     "canny": Handler(lambda source, device: Algorithm("canny"), _canny, library="builtin"),
-    "depth": Handler(_pipeline_loader("depth-estimation"), _depth_control),
-    "normal": Handler(_pipeline_loader("depth-estimation"), _normal_control),
-    "seg": Handler(_pipeline_loader("image-segmentation"), _seg_control),
+    # The vision handlers' own loaders: a model used for both shares one cached copy.
+    "depth": Handler(vision.HANDLERS["depth-estimation"].load, _depth_control),
+    "normal": Handler(vision.HANDLERS["depth-estimation"].load, _normal_control),
+    "seg": Handler(vision.HANDLERS["image-segmentation"].load, _seg_control),
     "openpose": Handler(_load_pose, _openpose_control),
 }
 GENERATORS = ("canny", "depth", "hed", "mlsd", "normal", "openpose", "seg")

@@ -6,22 +6,17 @@ Image sizes follow each model's own default (its UNet sample size times the VAE'
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
 from ..io import read_image
-from .base import Device, Handler, Outputs
+from .base import Device, Handler, Outputs, RuntimeUnsupported
 
 STEPS = 25  # denoising steps per image or video
 STRENGTH = 0.75  # image-to-image: how far from the input image the result may move
 VIDEO_FRAMES = 16
 VIDEO_FPS = 8
-
-
-def unsupported(message: str) -> Exception:
-    from ..runtime import RuntimeUnsupported  # imported here: runtime imports the handler package
-
-    return RuntimeUnsupported(message)
 
 
 def quiet() -> None:
@@ -59,13 +54,19 @@ def fit(image: Any, side: int) -> Any:
     return image if (w, h) == image.size else image.resize((w, h))
 
 
+@functools.cache
+def call_params(cls: type) -> frozenset[str]:
+    """The argument names of a pipeline class's __call__."""
+    return frozenset(inspect.signature(cls.__call__).parameters)
+
+
 def stoppable(pipe: Any, out: Outputs) -> dict[str, Any]:
     """Call arguments that end a diffusion run between two steps once `out.stop` is set: a Stop
     frees the GPU and the model within one step, not after the whole run. Newer pipelines take
     callback_on_step_end, older ones (text-to-video) callback; raising from either ends the call."""
     if out.stop is None:
         return {}
-    params = inspect.signature(pipe.__call__).parameters
+    params = call_params(type(pipe))
     if "callback_on_step_end" in params:
         def on_step_end(pipe: Any, step: int, timestep: Any, tensors: dict[str, Any]) -> dict[str, Any]:
             out.check_stop()
@@ -97,7 +98,7 @@ def _load_image_to_image(source: str, device: Device) -> Any:
     from diffusers import AutoPipelineForImage2Image
 
     pipe = load_pipeline(source, device)
-    params = inspect.signature(pipe.__call__).parameters
+    params = call_params(type(pipe))
     if "image" in params and "strength" not in params and "prompt" not in params:
         return pipe  # image variation pipelines: the image is the whole condition
     if "image" in params and "strength" in params:
@@ -108,7 +109,7 @@ def _load_image_to_image(source: str, device: Device) -> Any:
 
 def _image_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
     image = fit(read_image(inputs["image"]), default_side(pipe))
-    params = inspect.signature(pipe.__call__).parameters
+    params = call_params(type(pipe))
     kwargs: dict[str, Any] = {"image": image, "num_inference_steps": STEPS}
     if "prompt" in params:
         kwargs["prompt"] = inputs.get("text") or ""
@@ -125,10 +126,10 @@ def _load_text_to_video(source: str, device: Device) -> Any:
     from .. import video
 
     if not video.available():
-        raise unsupported("text-to-video needs the imageio-ffmpeg package to write MP4 files")
+        raise RuntimeUnsupported("text-to-video needs the imageio-ffmpeg package to write MP4 files")
     pipe = load_pipeline(source, device)
-    if "num_frames" not in inspect.signature(pipe.__call__).parameters:
-        raise unsupported(f"{type(pipe).__name__} is not a text-to-video pipeline")
+    if "num_frames" not in call_params(type(pipe)):
+        raise RuntimeUnsupported(f"{type(pipe).__name__} is not a text-to-video pipeline")
     return pipe
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..io import read_image
-from .base import Device, Handler, Outputs, stopping_criteria
+from .base import Device, Handler, Outputs, RuntimeUnsupported, stopping_criteria, tensors_to
 
 MAX_NEW_TOKENS = 48  # enough for a caption or a short answer
 CAPTION_PROMPT = "Describe this image in one sentence."
@@ -33,12 +33,6 @@ class VisionLanguage:
     kind: str  # classify | generate | chat | donut
 
 
-def _unsupported(message: str) -> Exception:
-    from ..runtime import RuntimeUnsupported  # imported here: runtime imports the handler package
-
-    return RuntimeUnsupported(message)
-
-
 def load(source: str, device: Device, *, task: str) -> VisionLanguage:
     from transformers import (AutoConfig, AutoImageProcessor, AutoModelForImageTextToText,
                               AutoModelForVisualQuestionAnswering, AutoProcessor, AutoTokenizer,
@@ -47,8 +41,9 @@ def load(source: str, device: Device, *, task: str) -> VisionLanguage:
 
     config = AutoConfig.from_pretrained(source)
     if config.model_type in OCR_MODELS:
-        raise _unsupported(f"{config.model_type} models need OCR words and boxes (tesseract), which the local "
-                           "runtime does not provide; use an OCR-free model (Donut, a vision-language model)")
+        raise RuntimeUnsupported(f"{config.model_type} models need OCR words and boxes (tesseract), which "
+                                 "the local runtime does not provide; use an OCR-free model (Donut, a "
+                                 "vision-language model)")
     if task == "visual-question-answering" and config.model_type in MODEL_FOR_VISUAL_QUESTION_ANSWERING_MAPPING_NAMES:
         model = AutoModelForVisualQuestionAnswering.from_pretrained(source, dtype=device.dtype)
     else:
@@ -69,7 +64,7 @@ def load(source: str, device: Device, *, task: str) -> VisionLanguage:
     else:
         kind = "generate"
     if task == "document-question-answering" and kind == "classify":
-        raise _unsupported("document QA needs a generative model here")
+        raise RuntimeUnsupported("document QA needs a generative model here")
     return VisionLanguage(model, processor, tokenizer, device, kind)
 
 
@@ -81,7 +76,7 @@ def ask(vl: VisionLanguage, image: Any, question: str | None, out: Outputs) -> t
     if vl.kind == "classify":
         enc = vl.processor(images=image, text=question or "", return_tensors="pt")
         with torch.inference_mode():
-            probs = vl.model(**_to(enc, vl)).logits.float().sigmoid()[0]
+            probs = vl.model(**tensors_to(enc, vl.device)).logits.float().sigmoid()[0]
         labels = vl.model.config.id2label
         top = probs.topk(min(5, probs.numel()))
         answers = [{"answer": labels[int(i)], "score": round(float(s), 4)} for s, i in zip(*top, strict=True)]
@@ -102,7 +97,7 @@ def ask(vl: VisionLanguage, image: Any, question: str | None, out: Outputs) -> t
     else:  # a captioner; the processor may be an image processor alone (VisionEncoderDecoder repos)
         enc = vl.processor(images=image, return_tensors="pt")
 
-    enc = _to(enc, vl)
+    enc = tensors_to(enc, vl.device)
     with torch.inference_mode():
         ids = vl.model.generate(**enc, max_new_tokens=MAX_NEW_TOKENS, **stopping_criteria(out))
     out.check_stop()
@@ -117,12 +112,6 @@ def ask(vl: VisionLanguage, image: Any, question: str | None, out: Outputs) -> t
             ids[:, : prompt_ids.shape[1]], prompt_ids.to(ids.device)):
         ids = ids[:, prompt_ids.shape[1]:]  # decoder-only models echo the prompt
     return " ".join(vl.tokenizer.batch_decode(ids, skip_special_tokens=True)[0].split()), None
-
-
-def _to(enc: Any, vl: VisionLanguage) -> dict[str, Any]:
-    """Tensors onto the model's device; floating ones (pixels) in its dtype, token ids untouched."""
-    return {k: v.to(vl.device.name, dtype=vl.device.dtype) if v.is_floating_point() else v.to(vl.device.name)
-            for k, v in enc.items() if hasattr(v, "is_floating_point")}
 
 
 def _caption(vl: VisionLanguage, inputs: dict[str, str], out: Outputs) -> None:

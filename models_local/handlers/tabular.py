@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .base import Device, Handler, Outputs
+from .base import Device, Handler, Outputs, RuntimeUnsupported
 
 TRUSTED_PREFIXES = ("sklearn.", "numpy.", "scipy.", "builtins.", "collections.")
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
@@ -28,25 +28,28 @@ class Table:
     columns: list[str] | None  # feature names in the order the model expects, when known
 
 
-def _model_file(folder: Path) -> Path:
-    """The file named by config.json's sklearn.model.file (skops layout), else the only model file."""
+def _settings(folder: Path) -> dict[str, Any] | None:
+    """The "sklearn" section of config.json (skops layout); None when the folder has no config.json."""
     config = folder / "config.json"
-    if config.is_file():
-        name = (json.loads(config.read_text()).get("sklearn") or {}).get("model", {}).get("file")
+    if not config.is_file():
+        return None
+    return json.loads(config.read_text()).get("sklearn") or {}
+
+
+def _model_file(folder: Path, settings: dict[str, Any] | None) -> Path:
+    """The file named by config.json's sklearn.model.file (skops layout), else the only model file."""
+    if settings is not None:
+        name = settings.get("model", {}).get("file")
         if name and (folder / name).is_file():
             return folder / name
     found = sorted(p for p in folder.iterdir() if p.suffix in (".skops", *PICKLE_SUFFIXES))
     if not found:
-        from ..runtime import RuntimeUnsupported
-
         raise RuntimeUnsupported(f"no scikit-learn model file (.skops, .pkl, .joblib) in {folder}")
     return next((p for p in found if p.suffix == ".skops"), found[0])
 
 
 def _load_skops(path: Path) -> Any:
     import skops.io as sio
-
-    from ..runtime import RuntimeUnsupported
 
     untrusted = sio.get_untrusted_types(file=path)
     unsafe = [t for t in untrusted if not t.startswith(TRUSTED_PREFIXES)]
@@ -56,10 +59,9 @@ def _load_skops(path: Path) -> Any:
 
 
 def _load(source: str, device: Device) -> Table:
-    from ..runtime import RuntimeUnsupported
-
     folder = Path(source)
-    path = _model_file(folder)
+    settings = _settings(folder)
+    path = _model_file(folder, settings)
     if path.suffix == ".skops":
         model = _load_skops(path)
     elif os.environ.get("HUGGINGGPT_TRUST_PICKLE") == "1":
@@ -71,10 +73,7 @@ def _load(source: str, device: Device) -> Table:
                                  "set HUGGINGGPT_TRUST_PICKLE=1 to allow it")
     if not hasattr(model, "predict"):
         raise RuntimeUnsupported(f"{path.name} holds a {type(model).__name__}, not a classifier")
-    columns = None
-    config = folder / "config.json"
-    if config.is_file():
-        columns = (json.loads(config.read_text()).get("sklearn") or {}).get("columns")
+    columns = settings.get("columns") if settings is not None else None
     if columns is None and hasattr(model, "feature_names_in_"):
         columns = [str(c) for c in model.feature_names_in_]
     return Table(model, columns)

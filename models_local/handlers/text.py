@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .base import Device, Handler, Outputs, stopping_criteria
+from .base import Device, Handler, Outputs, RuntimeUnsupported, stopping_criteria
 
 MAX_NEW_TOKENS = 128  # generated text per call; enough for a chat reply or a summary
 TOP_K = 5  # labels reported by classifiers
@@ -139,7 +139,10 @@ def _tag(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
 # ---- seq2seq: text2text-generation, summarization, translation (and encoder-decoder chat) --------
 
 def _load_seq2seq(folder: str, device: Device) -> Bundle:
-    return Bundle(load_model("AutoModelForSeq2SeqLM", folder, device), _tokenizer(folder), device)
+    model = load_model("AutoModelForSeq2SeqLM", folder, device)
+    tokenizer = _tokenizer(folder)
+    # extra: the generate() arguments a translation adds (the target language token), found once here
+    return Bundle(model, tokenizer, device, extra=_english_bos(model, tokenizer))
 
 
 def _task_prefix(config: Any, task: str) -> str:
@@ -151,10 +154,9 @@ def _task_prefix(config: Any, task: str) -> str:
     return (params.get(task) or {}).get("prefix", "")
 
 
-def _english_bos(b: Bundle) -> dict:
+def _english_bos(model: Any, tok: Any) -> dict:
     """Many-to-many translation models need the target language as the first token: English."""
-    tok = b.processor
-    if getattr(b.model.config, "model_type", "") not in ("m2m_100", "mbart", "nllb-moe", "seamless_m4t"):
+    if getattr(model.config, "model_type", "") not in ("m2m_100", "mbart", "nllb-moe", "seamless_m4t"):
         return {}
     vocab = tok.get_vocab()
     for code in ("eng_Latn", "__en__", "en_XX"):
@@ -170,7 +172,7 @@ def _seq2seq(task: str):
         text = _task_prefix(b.model.config, task) + inputs["text"]
         enc = b.processor(text, truncation=True, max_length=_max_length(b.processor, b.model.config),
                           return_tensors="pt")
-        kwargs = _generate_kwargs(b.model, b.processor) | (_english_bos(b) if task == "translation" else {})
+        kwargs = _generate_kwargs(b.model, b.processor) | ((b.extra or {}) if task == "translation" else {})
         with torch.inference_mode():
             ids = b.model.generate(**to_device(enc, b), **kwargs, **stopping_criteria(out))
         out.check_stop()
@@ -282,8 +284,6 @@ def _dense(folder: Path, device: Device) -> Any:
     name = settings.get("activation_function", "torch.nn.modules.linear.Identity").rsplit(".", 1)[-1]
     activation = getattr(torch.nn, name, None)
     if activation is None or not name[0].isupper():
-        from ..runtime import RuntimeUnsupported
-
         raise RuntimeUnsupported(f"unknown Dense activation {settings.get('activation_function')!r}")
     return torch.nn.Sequential(linear, activation()).to(device.name, device.dtype).eval()
 
