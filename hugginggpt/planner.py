@@ -123,7 +123,7 @@ def plan_steps(
             outcome.usage.add(call.usage)
         try:
             plan = parse_plan(reply)
-            problems = validate_plan(plan, rules) if rules is not None else _validate_unchecked_files(plan)
+            problems = validate_plan(plan, rules) if rules is not None else validate_unchecked_files(plan)
         except PlanParseError as e:
             plan, problems = None, [str(e)]
         if not problems:
@@ -152,7 +152,8 @@ def make_plan(llm: LLM, request: str, *, on_rejected=None, **options) -> PlanOut
             on_rejected(rejected.attempt, rejected.problems)
 
 
-def _validate_unchecked_files(plan: Plan) -> list[str]:
+def validate_unchecked_files(plan: Plan) -> list[str]:
+    """`validate_plan` with every literal argument allowed as a file name, and URLs allowed."""
     names = frozenset(v for t in plan.tasks for v in t.args.values())
     return validate_plan(plan, FileRules(uploads=names, allow_urls=True))
 

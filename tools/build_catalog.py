@@ -370,8 +370,9 @@ def runtime_rule():
         return lambda card: is_local(card.task, card.library), "the catalog's rule (no models_local)"
 
     def local(card: ModelCard) -> bool:
-        if not is_local(card.task, card.library, supported=supported):
+        if not is_local(card.task, card.library):
             return False
+        # can_run says no to a task outside SUPPORTED_TASKS (it has no handler for it)
         return bool(models_local.can_run(card.task, card.id, library=card.library, size_bytes=0))
 
     return local, f"models_local.can_run ({len(supported)} tasks have a handler)"

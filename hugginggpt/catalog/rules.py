@@ -14,9 +14,8 @@ from ..tasks import TASKS
 LOCAL_LIBRARIES = frozenset({"transformers", "diffusers", "sentence-transformers", "sklearn", "builtin"})
 
 
-def is_local(task: str, library: str | None, *, supported: frozenset[str] | None = None) -> bool:
-    tasks = supported if supported is not None else frozenset(TASKS)
-    return library in LOCAL_LIBRARIES and task in tasks
+def is_local(task: str, library: str | None) -> bool:
+    return library in LOCAL_LIBRARIES and task in TASKS
 
 
 def folder_library(path: str) -> str | None:

@@ -29,7 +29,6 @@ class Entry:
     """A checked entry: only the fields the user wrote, ready to merge over an earlier card."""
 
     fields: dict[str, Any]
-    where: str  # "file:line"
 
     @property
     def key(self) -> tuple[str, str]:
@@ -58,7 +57,7 @@ def read_user_file(path: Path) -> tuple[list[Entry], list[str]]:
         fields, errors = check(item, base=path.parent)
         problems.extend(f"{where}: {e}" for e in errors)
         if not errors:
-            entries.append(Entry(fields, where))
+            entries.append(Entry(fields))
     return entries, problems
 
 

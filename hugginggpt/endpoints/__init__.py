@@ -12,13 +12,9 @@ def build_endpoint(
     """The endpoint for an inference policy: "local", "hosted" or "hybrid" (local first)."""
     if mode not in POLICIES:
         raise ValueError(f"unknown inference mode {mode!r}: use one of {', '.join(POLICIES)}")
-    local = LocalEndpoint() if mode in ("local", "hybrid") else None
-    hosted = (
-        HostedEndpoint(token=hf_token, provider=provider, timeout=timeout)
-        if mode in ("hosted", "hybrid")
-        else None
-    )
-    return RoutedEndpoint(mode, local=local, hosted=hosted)
+    # The router keeps only the backends its policy uses; making either costs nothing.
+    hosted = HostedEndpoint(token=hf_token, provider=provider, timeout=timeout)
+    return RoutedEndpoint(mode, local=LocalEndpoint(), hosted=hosted)
 
 
 __all__ = [

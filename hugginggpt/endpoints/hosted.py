@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 
 from ..artifacts import Artifact
 from ..catalog import ModelCard
+from ..llm import _short
 from ..tasks import CONTROLS
 from .base import Endpoint, EndpointError, ModelUnavailable, StopSignal
 
@@ -479,8 +480,3 @@ def _redact(message: str, token: str | None) -> str:
         message = message.replace(token, "***")
     message = _SECRETS[0].sub(lambda m: m.group(1) + "***", message)
     return _SECRETS[1].sub("hf_***", message)
-
-
-def _short(value: Any, limit: int = 300) -> str:
-    text = " ".join(str(value).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..artifacts import Artifact
 from ..catalog import ModelCard
+from ..llm import _short
 from .base import Endpoint, EndpointError, ModelUnavailable, StopSignal
 
 
@@ -48,8 +49,3 @@ class LocalEndpoint(Endpoint):
             return [Artifact.from_dict(item) for item in raw]
         except (KeyError, TypeError, ValueError) as exc:
             raise EndpointError(f"{model.id}: the local runtime returned a malformed result ({exc})") from exc
-
-
-def _short(value: Any, limit: int = 300) -> str:
-    text = " ".join(str(value).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

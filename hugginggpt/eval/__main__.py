@@ -26,6 +26,7 @@ from ..config import Settings
 from ..llm import LLM
 from .data import DataError, load_dataset
 from .harness import RunMismatch, RunSettings, run_predictions
+from .metrics import format_value
 from .report import compare_runs, write_report
 from .score import score_run
 
@@ -117,9 +118,10 @@ def main_run(argv: list[str]) -> int:
     report = write_report(result, out)
     overall = result["groups"]["overall"]
     print(f"{summary.asked} asked, {summary.skipped} already predicted; report: {report}")
+    shown = {k: format_value(k, overall[k]) for k in ("node_f1", "edge_f1", "arg_v_f1", "invalid_share")}
     print(
-        f"node F1 {_fmt(overall['node_f1'])}, edge F1 {_fmt(overall['edge_f1'])}, "
-        f"v-F1 {_fmt(overall['arg_v_f1'])}, invalid plans {_fmt(overall['invalid_share'])}"
+        f"node F1 {shown['node_f1']}, edge F1 {shown['edge_f1']}, "
+        f"v-F1 {shown['arg_v_f1']}, invalid plans {shown['invalid_share']}"
     )
     if summary.backend_failures:
         print(
@@ -160,10 +162,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "llm"
-
-
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
 
 
 if __name__ == "__main__":

@@ -101,14 +101,12 @@ def _not_plannable(meta: dict[str, Any]) -> list[str]:
 def metric_table(
     table: dict[str, dict[str, Any]],
     columns: Sequence[str],
-    headers: Sequence[str] | None = None,
     *,
     bold_best: bool = False,
 ) -> list[str]:
-    headers = list(headers or columns)
     rows = [
-        "| metric | " + " | ".join(headers) + " |",
-        "| --- |" + " ---: |" * len(headers),
+        "| metric | " + " | ".join(columns) + " |",
+        "| --- |" + " ---: |" * len(columns),
         "| samples | " + " | ".join(str(table[c]["samples"]) for c in columns) + " |",
         "| with a valid plan | " + " | ".join(str(table[c]["predicted"]) for c in columns) + " |",
     ]
@@ -135,7 +133,6 @@ def plot_groups(
     path: Path,
     *,
     title: str,
-    labels: Sequence[str] | None = None,
 ) -> bool:
     """Grouped bars: one cluster per metric, one bar per series. False when there is nothing to draw."""
     metrics = [(k, name) for k, name in CHART_METRICS if any(table[s].get(k) is not None for s in series)]
@@ -146,13 +143,12 @@ def plot_groups(
     matplotlib.use("Agg")  # no display: files only
     import matplotlib.pyplot as plt
 
-    labels = list(labels or series)
     width = 0.8 / len(series)
     fig, ax = plt.subplots(figsize=(min(16.0, max(7.0, 0.3 * len(metrics) * len(series) + 2)), 4.8))
-    for i, (group, label) in enumerate(zip(series, labels, strict=True)):
+    for i, group in enumerate(series):
         xs = [m + (i - (len(series) - 1) / 2) * width for m in range(len(metrics))]
         ys = [_or_nan(table[group].get(k)) for k, _ in metrics]  # no bar where there is no figure
-        ax.bar(xs, ys, width=width, label=label)
+        ax.bar(xs, ys, width=width, label=group)
     ax.set_xticks(range(len(metrics)), [name for _, name in metrics], rotation=20, ha="right")
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("score (↓: lower is better)")

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..plan import FileRules, validate_plan
+from ..planner import validate_unchecked_files
 from .convert import taskbench_to_plan
 from .data import Dataset, GoldSample
 from .harness import PREDICTIONS, RUN_INFO, predicted_nodes, read_predictions, run_stats
@@ -55,8 +55,7 @@ def gold_not_plannable(dataset: Dataset, samples: list[GoldSample]) -> list[dict
     found = []
     for sample in samples:
         plan = taskbench_to_plan(sample.nodes, dataset.tools)
-        literals = frozenset(v for t in plan.tasks for v in t.args.values())
-        problems = validate_plan(plan, FileRules(uploads=literals, allow_urls=True))
+        problems = validate_unchecked_files(plan)
         if problems:
             found.append({"id": sample.id, "problem": problems[0]})
     return found
