@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 from fakes.llm_server import FakeLLMServer, Reply
-from tiny_text_audio import TinyModels, vits
-from tiny_vision import build_blip_captioner, build_sd, draw_photo
+from tiny_vision import draw_photo
 
 from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.config import Settings
@@ -61,15 +60,10 @@ def llm_server() -> Iterator[FakeLLMServer]:
 
 
 @pytest.fixture(scope="session")
-def tiny_catalog(tmp_path_factory) -> Catalog:
-    """Real tiny random-weight models (BLIP captioner, Stable Diffusion, VITS), run by the local endpoint."""
-    import torch
-
-    torch.manual_seed(0)  # the same random weights, so the same captions, on every run
-    root = tmp_path_factory.mktemp("app_models")
-    blip = str(build_blip_captioner(root / "blip"))
-    sd = str(build_sd(root / "sd"))
-    tts = TinyModels(root, {"vits": vits})("vits")
+def tiny_catalog(tiny, tiny_blip, tiny_sd) -> Catalog:
+    """Real tiny random-weight models (BLIP captioner, Stable Diffusion, VITS), run by the local endpoint;
+    the session's own builds, each made under a fixed seed, so the same captions on every run."""
+    blip, sd, tts = tiny_blip, tiny_sd, tiny("vits")
     return Catalog([
         ModelCard(id="tiny/blip-base", task="image-to-text", path=blip, local=True, downloads=900),
         ModelCard(id="tiny/blip-large", task="image-to-text", path=blip, local=True, downloads=500),

@@ -20,6 +20,30 @@ tempfile.tempdir = str(TMP)
 for key in ("OPENAI_API_KEY", "HF_TOKEN", "HUGGINGGPT_LLM_BASE_URL", "HUGGINGGPT_LLM_API_KEY"):
     os.environ.pop(key, None)
 
+# Session fixtures shared by several modules are registered here, once: a fixture imported into two
+# test modules would be built once per module.
+from app_support import llm_server, tiny_catalog  # noqa: F401
+from tiny_text_audio import tiny  # noqa: F401
+from tiny_vision import (  # noqa: F401
+    tiny_blip,
+    tiny_blip_vqa,
+    tiny_controlnet,
+    tiny_detr,
+    tiny_donut,
+    tiny_dpt,
+    tiny_llava,
+    tiny_sd,
+    tiny_sd_controlnet,
+    tiny_sd_image_variation,
+    tiny_segformer,
+    tiny_text_to_video,
+    tiny_vilt,
+    tiny_vision_root,
+    tiny_vit,
+    tiny_vit_gpt2,
+    tiny_vitpose,
+    tiny_vitpose_plus,
+)
 
 
 @pytest.fixture(autouse=True)

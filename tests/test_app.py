@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 import soundfile
-from app_support import app_settings, llm_server, photo, running_app, tiny_catalog  # noqa: F401
+from app_support import app_settings, photo, running_app
 from fakes.endpoints import FakeEndpoint, cards
 from gradio_client import Client, handle_file
 from PIL import Image
@@ -82,7 +82,7 @@ def send(client, text, files=(), **choice):
 
 
 @pytest.fixture(scope="module")
-def fake_app(llm_server, tmp_path_factory):  # noqa: F811
+def fake_app(llm_server, tmp_path_factory):
     endpoint = DistinctEndpoint(duration=0.3, hanging={"org/captioner-slow"}, hang=6)
     settings = app_settings(llm_server, tmp_path_factory.mktemp("fake_app_ws"))
     with running_app(settings, catalog=FAKE_CATALOG, endpoint=endpoint, max_upload_bytes=100_000) as demo:
@@ -93,7 +93,7 @@ def fake_app(llm_server, tmp_path_factory):  # noqa: F811
 # ---- end to end with real tiny models ---------------------------------------------------------
 
 
-def test_image_request_streams_plan_models_progress_media_and_answer(llm_server, tiny_catalog, tmp_path):  # noqa: F811
+def test_image_request_streams_plan_models_progress_media_and_answer(llm_server, tiny_catalog, tmp_path):
     settings = app_settings(llm_server, tmp_path / "ws")
     with running_app(settings, catalog=tiny_catalog) as demo:
         client = Client(demo.local_url, verbose=False)
@@ -261,7 +261,7 @@ def test_stop_ends_a_running_request_at_once(fake_app, tmp_path):
     assert texts(updates[-1])[-1].startswith("Answer for conv-10")
 
 
-def test_without_a_reachable_llm_the_app_starts_and_says_what_to_configure(llm_server, tmp_path):  # noqa: F811
+def test_without_a_reachable_llm_the_app_starts_and_says_what_to_configure(llm_server, tmp_path):
     settings = app_settings(llm_server, tmp_path / "ws").with_overrides(llm_base_url="http://127.0.0.1:9/v1")
     with running_app(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint()) as demo:
         client = Client(demo.local_url, verbose=False)
@@ -276,7 +276,7 @@ def test_without_a_reachable_llm_the_app_starts_and_says_what_to_configure(llm_s
         assert "Bearer sk-user" not in str(llm_server.requests[-1])  # bodies only; the key is a header
 
 
-def test_a_typed_base_url_never_receives_the_servers_key(llm_server, tmp_path):  # noqa: F811
+def test_a_typed_base_url_never_receives_the_servers_key(llm_server, tmp_path):
     from webui.chat import ChatApp, LLMChoice
 
     chat = ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=FAKE_CATALOG, endpoint=FakeEndpoint())
@@ -334,7 +334,7 @@ def test_upload_checks(tmp_path):
     assert "too large to process" in check_upload(bomb, max_bytes=10**6)
 
 
-def test_new_conversation_gets_a_fresh_workspace_and_history(llm_server, tmp_path):  # noqa: F811
+def test_new_conversation_gets_a_fresh_workspace_and_history(llm_server, tmp_path):
     from webui.chat import ChatApp, LLMChoice
 
     chat = ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=FAKE_CATALOG, endpoint=FakeEndpoint())

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from app_support import app_settings, llm_server, photo, running_app, tiny_catalog  # noqa: F401
+from app_support import app_settings, photo, running_app
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(__file__).resolve().parent.parent / ".tmp" / "screenshots"
@@ -60,7 +60,7 @@ def beacon():
 
 
 @pytest.mark.browser
-def test_browser_streams_plan_models_media_and_answer(llm_server, tiny_catalog, tmp_path):  # noqa: F811
+def test_browser_streams_plan_models_media_and_answer(llm_server, tiny_catalog, tmp_path):
     sync_playwright = _browser_or_skip()
     picture = photo(tmp_path / "street.png", (64, 48))
     with (running_app(app_settings(llm_server, tmp_path / "ws"), catalog=tiny_catalog) as demo, sync_playwright() as p,

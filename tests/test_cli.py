@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from fakes.llm_server import FakeLLMServer
-from tiny_text_audio import tiny  # noqa: F401  (session fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAN = json.dumps({"tasks": [{"task": "text-classification", "id": 0, "dep": [-1], "args": {"text": "a good cat"}}]})

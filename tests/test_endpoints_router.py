@@ -185,15 +185,9 @@ def test_policies_and_describe():
 # --- the local endpoint over the real models_local runtime ---------------------------------------
 
 
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory) -> Path:
-    import torch
-    from tiny_text_audio import bert_classifier
-
-    folder = tmp_path_factory.mktemp("endpoint_bert")
-    torch.manual_seed(0)
-    bert_classifier(folder)
-    return folder
+@pytest.fixture
+def tiny_bert(tiny) -> Path:
+    return Path(tiny("bert-classifier"))
 
 
 def test_local_endpoint_runs_a_tiny_model_from_a_folder(tiny_bert, tmp_path):

@@ -109,23 +109,13 @@ def records(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
 
 
+def cli_args(fake, out, *extra, model="poor"):
+    return ["--data", str(DATA), "--out", str(out), "--llm-base-url", fake.url, "--llm-model", model,
+            "--llm-api-key", "x", "--no-progress", *extra]
+
+
 def run(fake, out, *extra, model="poor"):
-    return main(
-        [
-            "--data",
-            str(DATA),
-            "--out",
-            str(out),
-            "--llm-base-url",
-            fake.url,
-            "--llm-model",
-            model,
-            "--llm-api-key",
-            "x",
-            "--no-progress",
-            *extra,
-        ]
-    )
+    return main(cli_args(fake, out, *extra, model=model))
 
 
 @pytest.fixture(autouse=True)
@@ -190,22 +180,7 @@ def test_a_killed_run_resumes_without_asking_again(tmp_path):
     out = tmp_path / "killed"
     with FakeLLMServer(latency=0.25) as fake:
         fake.responder = responder()
-        command = [
-            sys.executable,
-            "-m",
-            "hugginggpt.eval",
-            "--data",
-            str(DATA),
-            "--out",
-            str(out),
-            "--llm-base-url",
-            fake.url,
-            "--llm-model",
-            "poor",
-            "--llm-api-key",
-            "x",
-            "--no-progress",
-        ]
+        command = [sys.executable, "-m", "hugginggpt.eval", *cli_args(fake, out)]
         child = subprocess.Popen(
             command, cwd=ROOT, env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )

@@ -6,7 +6,6 @@ from hugginggpt.config import Settings
 from hugginggpt.factory import build_llm
 from hugginggpt.llm import LLMError, LocalChatLLM
 from hugginggpt.planner import make_plan
-from tiny_text_audio import tiny  # noqa: F401  (session fixture)
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello world"}]
 

@@ -10,12 +10,7 @@ from stop_signal import StopAfter
 import models_local
 from hugginggpt.tasks import TASKS
 from models_local import RuntimeUnsupported
-from tests.tiny_text_audio import shared_tiny_models, write_tone
-
-
-@pytest.fixture(scope="session")
-def tiny(tmp_path_factory):
-    return shared_tiny_models(tmp_path_factory)
+from tiny_text_audio import write_tone
 
 
 

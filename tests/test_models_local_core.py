@@ -16,12 +16,7 @@ from models_local.handlers import HANDLERS
 from models_local.handlers.base import Handler
 from models_local.io import read_audio, read_image
 from models_local.runtime import folder_size, loaded_size
-from tests.tiny_text_audio import shared_tiny_models, write_tone
-
-
-@pytest.fixture(scope="session")
-def tiny(tmp_path_factory):
-    return shared_tiny_models(tmp_path_factory)
+from tiny_text_audio import write_tone
 
 
 TEXT = {"text": "the cat sat on the mat"}

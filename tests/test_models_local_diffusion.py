@@ -9,15 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from stop_signal import StopAfter
-from tiny_vision import (  # noqa: F401
-    draw_photo,
-    tiny_controlnet,
-    tiny_sd,
-    tiny_sd_image_variation,
-    tiny_sd_controlnet,
-    tiny_text_to_video,
-    tiny_vision_root,
-)
+from tiny_vision import draw_photo
 
 import models_local
 from models_local import RuntimeUnsupported

@@ -10,12 +10,6 @@ from stop_signal import StopAfter
 import models_local
 from hugginggpt.tasks import TASKS
 from models_local import RuntimeUnsupported
-from tests.tiny_text_audio import shared_tiny_models
-
-
-@pytest.fixture(scope="session")
-def tiny(tmp_path_factory):
-    return shared_tiny_models(tmp_path_factory)
 
 
 

@@ -13,22 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from stop_signal import StopAfter
-from tiny_vision import (  # noqa: F401
-    draw_photo,
-    tiny_blip,
-    tiny_blip_vqa,
-    tiny_detr,
-    tiny_donut,
-    tiny_dpt,
-    tiny_llava,
-    tiny_segformer,
-    tiny_vilt,
-    tiny_vision_root,
-    tiny_vit,
-    tiny_vit_gpt2,
-    tiny_vitpose,
-    tiny_vitpose_plus,
-)
+from tiny_vision import draw_photo
 
 import models_local
 from models_local import RuntimeUnsupported

@@ -2,11 +2,8 @@
 
 Each builder writes a complete model folder (config, weights, tokenizer or processor) the way a hub
 repo looks, so the runtime loads it through its real loading code. Outputs are noise: the tests
-check wiring, types and files. A test module declares the fixture through the shared builder:
-
-    @pytest.fixture(scope="session")
-    def tiny(tmp_path_factory):
-        return shared_tiny_models(tmp_path_factory)
+check wiring, types and files. The `tiny` session fixture (registered in conftest.py) builds each
+model once per session, on first use: tiny("bert-classifier") is its folder.
 """
 
 from __future__ import annotations
@@ -399,17 +396,6 @@ class TinyModels:
         return str(folder)
 
 
-_shared: TinyModels | None = None
-
-
-def shared_tiny_models(tmp_path_factory) -> TinyModels:
-    """One TinyModels per test session, whichever module asks first: each model is built once."""
-    global _shared
-    if _shared is None or not _shared.root.exists():
-        _shared = TinyModels(tmp_path_factory.mktemp("tiny_text_audio"))
-    return _shared
-
-
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory) -> TinyModels:
-    return shared_tiny_models(tmp_path_factory)
+    return TinyModels(tmp_path_factory.mktemp("tiny_text_audio"))

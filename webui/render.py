@@ -11,7 +11,6 @@ import json
 import re
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from hugginggpt.artifacts import Artifact
@@ -69,7 +68,6 @@ class RunView:
         self.prefix = prefix
         self.clock = clock
         self.messages: list[dict[str, Any]] = []
-        self.media: list[Path] = []  # every generated file, in the order shown
         self.done: Done | None = None
         self._boxes: dict[str, dict[str, Any]] = {}
         self._started: dict[str, float] = {}
@@ -149,7 +147,6 @@ class RunView:
                 self._close(f"task{i}", title=f"Task {i} · {task} · {model} · done", seconds=seconds)
                 for a in outputs:
                     if a.path is not None and a.kind in MEDIA_KINDS:
-                        self.media.append(a.path)
                         self.messages.append({"role": "assistant", "content": {"path": str(a.path)}})
             case TaskFailed(task_id=i, task=task, model=model, error=error, final=final, seconds=seconds):
                 self._close_select()

@@ -54,11 +54,10 @@ def _audio_problem(path: Path) -> str | None:
     import soundfile
 
     try:
-        info = soundfile.info(str(path))
-        if info.frames <= 0:
-            return "the audio clip holds no samples"
-        with soundfile.SoundFile(str(path)) as clip:
-            clip.read(frames=min(info.frames, 48_000))
+        with soundfile.SoundFile(str(path)) as clip:  # opened once: header, then a second of samples
+            if clip.frames <= 0:
+                return "the audio clip holds no samples"
+            clip.read(frames=min(clip.frames, 48_000))
     except Exception as exc:  # noqa: BLE001 (libsndfile errors vary by format)
         return f"it is not a readable audio file ({type(exc).__name__})"
     return None
