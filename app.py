@@ -52,10 +52,20 @@ def build_demo(
     import gradio as gr
 
     settings = settings or load_settings()
-    limit = max_upload_bytes or int(float(os.environ.get("HUGGINGGPT_APP_MAX_UPLOAD_MB") or 0) * 1e6) or DEFAULT_MAX_UPLOAD_BYTES
+    limit = (
+        max_upload_bytes
+        or int(float(os.environ.get("HUGGINGGPT_APP_MAX_UPLOAD_MB") or 0) * 1e6)
+        or DEFAULT_MAX_UPLOAD_BYTES
+    )
     concurrency = concurrency or int(os.environ.get("HUGGINGGPT_APP_CONCURRENCY") or 8)
-    chat = ChatApp(settings, catalog=catalog, endpoint=endpoint, llm=llm, max_upload_bytes=limit,
-                   public_llm_only=public_llm_only)
+    chat = ChatApp(
+        settings,
+        catalog=catalog,
+        endpoint=endpoint,
+        llm=llm,
+        max_upload_bytes=limit,
+        public_llm_only=public_llm_only,
+    )
     publish = _publisher(chat.workdir)
 
     # delete_cache: Gradio's copies of uploads and outputs are removed after a day (checked hourly).
@@ -65,33 +75,59 @@ def build_demo(
             "Hugging Face models for them, runs them and answers. Attach images or audio with the clip."
         )
         status = gr.Markdown(elem_id="status")
-        chatbot = gr.Chatbot(value=chat.welcome(), label="Conversation", elem_id="chat", height=620,
-                             autoscroll=True, group_consecutive_messages=False)
+        chatbot = gr.Chatbot(
+            value=chat.welcome(),
+            label="Conversation",
+            elem_id="chat",
+            height=620,
+            autoscroll=True,
+            group_consecutive_messages=False,
+        )
         with gr.Row():
             # No file_types: Gradio would refuse other files with a pop-up before the handler runs;
             # webui.uploads answers in the chat instead, for every kind of bad file alike.
             box = gr.MultimodalTextbox(
-                file_count="multiple", show_label=False, scale=8,
-                placeholder="Type a request; attach images or audio.", elem_id="request",
+                file_count="multiple",
+                show_label=False,
+                scale=8,
+                placeholder="Type a request; attach images or audio.",
+                elem_id="request",
             )
             stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
-        traces = gr.File(label="Trace of each request (JSON)", file_count="multiple", interactive=False,
-                         elem_id="traces")
-        gr.Examples(examples=[[_example(text, name)] for text, name in EXAMPLES], inputs=[box],
-                    label="Examples (files in assets/)")
+        traces = gr.File(
+            label="Trace of each request (JSON)", file_count="multiple", interactive=False, elem_id="traces"
+        )
+        gr.Examples(
+            examples=[[_example(text, name)] for text, name in EXAMPLES],
+            inputs=[box],
+            label="Examples (files in assets/)",
+        )
         with gr.Accordion("Settings", open=False, elem_id="settings"):
             gr.Markdown("These apply to this browser session only; the API key is never stored or logged.")
             with gr.Row():
-                base_url = gr.Textbox(label="LLM base URL", value=settings.llm_base_url or "",
-                                      placeholder="https://api.openai.com/v1 (OpenAI-compatible)")
-                model = gr.Textbox(label="LLM model", value=settings.llm_model or "",
-                                   placeholder="gpt-4o-mini, Qwen/Qwen2.5-72B-Instruct, ...")
-                key = gr.Textbox(label="API key", type="password", value="",
-                                 placeholder="empty: the server's key, if any")
+                base_url = gr.Textbox(
+                    label="LLM base URL",
+                    value=settings.llm_base_url or "",
+                    placeholder="https://api.openai.com/v1 (OpenAI-compatible)",
+                )
+                model = gr.Textbox(
+                    label="LLM model",
+                    value=settings.llm_model or "",
+                    placeholder="gpt-4o-mini, Qwen/Qwen2.5-72B-Instruct, ...",
+                )
+                key = gr.Textbox(
+                    label="API key", type="password", value="", placeholder="empty: the server's key, if any"
+                )
             with gr.Row():
-                mode = gr.Radio(list(INFERENCE_MODES), value=settings.inference, label="Where models run",
-                                info="local: in this process · hosted: HF Inference · hybrid: local first")
-                top_k = gr.Slider(1, 10, step=1, value=settings.top_k, label="Candidate models per task (top-K)")
+                mode = gr.Radio(
+                    list(INFERENCE_MODES),
+                    value=settings.inference,
+                    label="Where models run",
+                    info="local: in this process · hosted: HF Inference · hybrid: local first",
+                )
+                top_k = gr.Slider(
+                    1, 10, step=1, value=settings.top_k, label="Candidate models per task (top-K)"
+                )
         choice_inputs = [base_url, model, key, mode, top_k]
 
         def choice(base_url: str, model: str, key: str, mode: str, top_k: float) -> LLMChoice:
@@ -99,9 +135,14 @@ def build_demo(
 
         def respond(message: dict[str, Any], base_url, model, key, mode, top_k, request: gr.Request):
             session = _session(request)
-            for messages, trace_files, running in chat.respond(session, message, choice(base_url, model, key, mode, top_k)):
-                yield publish(messages), [publish_file(t) for t in trace_files], gr.MultimodalTextbox(
-                    value=None, interactive=not running)
+            for messages, trace_files, running in chat.respond(
+                session, message, choice(base_url, model, key, mode, top_k)
+            ):
+                yield (
+                    publish(messages),
+                    [publish_file(t) for t in trace_files],
+                    gr.MultimodalTextbox(value=None, interactive=not running),
+                )
 
         def publish_file(path: str) -> str:
             return publish([{"content": {"path": path}}])[0]["content"]["path"]
@@ -119,14 +160,26 @@ def build_demo(
         def show_status(base_url, model, key, mode, top_k) -> str:
             return chat.status(choice(base_url, model, key, mode, top_k))
 
-        run = box.submit(respond, [box, *choice_inputs], [chatbot, traces, box], api_name="chat",
-                         concurrency_limit=concurrency, show_progress="hidden")
+        run = box.submit(
+            respond,
+            [box, *choice_inputs],
+            [chatbot, traces, box],
+            api_name="chat",
+            concurrency_limit=concurrency,
+            show_progress="hidden",
+        )
         run.then(lambda: gr.MultimodalTextbox(interactive=True), None, box, api_name=False)
         stop.click(on_stop, None, None, queue=False, api_name="stop")
         chatbot.clear(on_clear, None, [chatbot, traces], api_name="new_conversation")
         for field in (base_url, model, key):  # typed fields: on leaving them, not on every key
-            gr.on([field.blur, field.submit], show_status, choice_inputs, status, api_name=False,
-                  show_progress="hidden")
+            gr.on(
+                [field.blur, field.submit],
+                show_status,
+                choice_inputs,
+                status,
+                api_name=False,
+                show_progress="hidden",
+            )
         for field in (mode, top_k):
             field.change(show_status, choice_inputs, status, api_name=False, show_progress="hidden")
         demo.load(show_status, choice_inputs, status, api_name=False)
@@ -171,7 +224,11 @@ def _publisher(workdir: Path):
         out = []
         for m in messages:
             content = m.get("content")
-            if isinstance(content, dict) and "path" in content and Path(content["path"]).is_relative_to(workdir):
+            if (
+                isinstance(content, dict)
+                and "path" in content
+                and Path(content["path"]).is_relative_to(workdir)
+            ):
                 cached = processing_utils.save_file_to_cache(content["path"], utils.get_upload_folder())
                 m = {**m, "content": {**content, "path": cached}}
             out.append(m)

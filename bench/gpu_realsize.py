@@ -44,39 +44,83 @@ def params(*modules: Any) -> int:
 
 # ---- Stable Diffusion 1.5 -----------------------------------------------------------------------
 
+
 def build_sd(tiny: bool) -> dict[str, Any]:
     from diffusers import AutoencoderKL, DDIMScheduler, UNet2DConditionModel
     from transformers import CLIPTextConfig, CLIPTextModel
 
     if tiny:
-        unet = UNet2DConditionModel(sample_size=8, block_out_channels=(8, 16), layers_per_block=1,
-                                    norm_num_groups=4, cross_attention_dim=16, attention_head_dim=2,
-                                    down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
-                                    up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"))
-        vae = AutoencoderKL(block_out_channels=(8, 16), down_block_types=("DownEncoderBlock2D",) * 2,
-                            up_block_types=("UpDecoderBlock2D",) * 2, norm_num_groups=4, layers_per_block=1)
-        text = CLIPTextConfig(vocab_size=100, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                              num_attention_heads=2, max_position_embeddings=77, bos_token_id=0, eos_token_id=3,
-                              pad_token_id=1)
+        unet = UNet2DConditionModel(
+            sample_size=8,
+            block_out_channels=(8, 16),
+            layers_per_block=1,
+            norm_num_groups=4,
+            cross_attention_dim=16,
+            attention_head_dim=2,
+            down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+            up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        )
+        vae = AutoencoderKL(
+            block_out_channels=(8, 16),
+            down_block_types=("DownEncoderBlock2D",) * 2,
+            up_block_types=("UpDecoderBlock2D",) * 2,
+            norm_num_groups=4,
+            layers_per_block=1,
+        )
+        text = CLIPTextConfig(
+            vocab_size=100,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            max_position_embeddings=77,
+            bos_token_id=0,
+            eos_token_id=3,
+            pad_token_id=1,
+        )
     else:
         # SD 1.5's published architecture (the UNet defaults are SD's, but for the text width).
         unet = UNet2DConditionModel(sample_size=64, cross_attention_dim=768)
-        vae = AutoencoderKL(block_out_channels=(128, 256, 512, 512), down_block_types=("DownEncoderBlock2D",) * 4,
-                            up_block_types=("UpDecoderBlock2D",) * 4, latent_channels=4, layers_per_block=2,
-                            sample_size=512)
-        text = CLIPTextConfig(vocab_size=49408, hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
-                              num_attention_heads=12, max_position_embeddings=77, hidden_act="quick_gelu",
-                              projection_dim=768)
-    scheduler = DDIMScheduler(beta_schedule="scaled_linear", beta_start=0.00085, beta_end=0.012,
-                              clip_sample=False, set_alpha_to_one=False, steps_offset=1)
+        vae = AutoencoderKL(
+            block_out_channels=(128, 256, 512, 512),
+            down_block_types=("DownEncoderBlock2D",) * 4,
+            up_block_types=("UpDecoderBlock2D",) * 4,
+            latent_channels=4,
+            layers_per_block=2,
+            sample_size=512,
+        )
+        text = CLIPTextConfig(
+            vocab_size=49408,
+            hidden_size=768,
+            intermediate_size=3072,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            max_position_embeddings=77,
+            hidden_act="quick_gelu",
+            projection_dim=768,
+        )
+    scheduler = DDIMScheduler(
+        beta_schedule="scaled_linear",
+        beta_start=0.00085,
+        beta_end=0.012,
+        clip_sample=False,
+        set_alpha_to_one=False,
+        steps_offset=1,
+    )
     return {"unet": unet, "vae": vae, "text_encoder": CLIPTextModel(text), "scheduler": scheduler}
 
 
-def bench_sd(parts: dict[str, Any], *, device: str, dtype: Any, steps: int, repeat: int,
-             sync: Callable[[], None]) -> dict[str, float]:
+def bench_sd(
+    parts: dict[str, Any], *, device: str, dtype: Any, steps: int, repeat: int, sync: Callable[[], None]
+) -> dict[str, float]:
     import torch
 
-    unet, vae, text_encoder, scheduler = parts["unet"], parts["vae"], parts["text_encoder"], parts["scheduler"]
+    unet, vae, text_encoder, scheduler = (
+        parts["unet"],
+        parts["vae"],
+        parts["text_encoder"],
+        parts["scheduler"],
+    )
     latent = unet.config.sample_size
     vocab = text_encoder.config.vocab_size
     ids = torch.randint(0, vocab, (2, 77), device=device)  # the prompt and the empty (negative) prompt
@@ -109,62 +153,108 @@ def bench_sd(parts: dict[str, Any], *, device: str, dtype: Any, steps: int, repe
             "sd_text_encoder_s": timed(encode, repeat=repeat, sync=sync),
             "sd_unet_step_batch2_s": timed(unet_step, repeat=repeat, sync=sync),
             "sd_vae_decode_s": timed(decode, repeat=repeat, sync=sync),
-            f"sd_image_{latent * scale}px_{steps}steps_s": timed(image, repeat=max(1, repeat // 3), sync=sync),
+            f"sd_image_{latent * scale}px_{steps}steps_s": timed(
+                image, repeat=max(1, repeat // 3), sync=sync
+            ),
         }
     return result
 
 
 # ---- DETR-ResNet-50 -----------------------------------------------------------------------------
 
+
 def build_detr(tiny: bool) -> Any:
     from transformers import DetrConfig, DetrForObjectDetection, ResNetConfig
 
     if tiny:
-        backbone = ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic",
-                                out_features=["stage2"])
-        config = DetrConfig(use_timm_backbone=False, backbone_config=backbone, use_pretrained_backbone=False,
-                            d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-                            decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_queries=5)
+        backbone = ResNetConfig(
+            embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic", out_features=["stage2"]
+        )
+        config = DetrConfig(
+            use_timm_backbone=False,
+            backbone_config=backbone,
+            use_pretrained_backbone=False,
+            d_model=16,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=32,
+            decoder_ffn_dim=32,
+            num_queries=5,
+        )
     else:
         # ResNet-50 (bottleneck stages of 3, 4, 6, 3 blocks); DETR's defaults are the detr-resnet-50 head.
-        backbone = ResNetConfig(embedding_size=64, hidden_sizes=[256, 512, 1024, 2048], depths=[3, 4, 6, 3],
-                                layer_type="bottleneck", out_features=["stage4"])
-        config = DetrConfig(use_timm_backbone=False, backbone_config=backbone, use_pretrained_backbone=False,
-                            num_labels=91)
+        backbone = ResNetConfig(
+            embedding_size=64,
+            hidden_sizes=[256, 512, 1024, 2048],
+            depths=[3, 4, 6, 3],
+            layer_type="bottleneck",
+            out_features=["stage4"],
+        )
+        config = DetrConfig(
+            use_timm_backbone=False, backbone_config=backbone, use_pretrained_backbone=False, num_labels=91
+        )
     return DetrForObjectDetection(config)
 
 
-def bench_detr(model: Any, *, device: str, dtype: Any, tiny: bool, repeat: int,
-               sync: Callable[[], None]) -> dict[str, float]:
+def bench_detr(
+    model: Any, *, device: str, dtype: Any, tiny: bool, repeat: int, sync: Callable[[], None]
+) -> dict[str, float]:
     import torch
 
     h, w = (64, 80) if tiny else (800, 1066)
     pixels = torch.randn(1, 3, h, w, device=device, dtype=dtype)
     with torch.inference_mode():
-        return {f"detr_forward_{h}x{w}_s": timed(lambda: model(pixel_values=pixels), repeat=repeat, sync=sync)}
+        return {
+            f"detr_forward_{h}x{w}_s": timed(lambda: model(pixel_values=pixels), repeat=repeat, sync=sync)
+        }
 
 
 # ---- Whisper-small ------------------------------------------------------------------------------
+
 
 def build_whisper(tiny: bool) -> Any:
     from transformers import WhisperConfig, WhisperForConditionalGeneration
 
     if tiny:
-        config = WhisperConfig(vocab_size=100, d_model=16, encoder_layers=1, decoder_layers=1,
-                               encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
-                               decoder_ffn_dim=32, num_mel_bins=80, max_source_positions=1500,
-                               max_target_positions=448, pad_token_id=1, bos_token_id=0, eos_token_id=2,
-                               decoder_start_token_id=3)
+        config = WhisperConfig(
+            vocab_size=100,
+            d_model=16,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=32,
+            decoder_ffn_dim=32,
+            num_mel_bins=80,
+            max_source_positions=1500,
+            max_target_positions=448,
+            pad_token_id=1,
+            bos_token_id=0,
+            eos_token_id=2,
+            decoder_start_token_id=3,
+        )
     else:  # whisper-small
-        config = WhisperConfig(vocab_size=51865, d_model=768, encoder_layers=12, decoder_layers=12,
-                               encoder_attention_heads=12, decoder_attention_heads=12, encoder_ffn_dim=3072,
-                               decoder_ffn_dim=3072, num_mel_bins=80, max_source_positions=1500,
-                               max_target_positions=448)
+        config = WhisperConfig(
+            vocab_size=51865,
+            d_model=768,
+            encoder_layers=12,
+            decoder_layers=12,
+            encoder_attention_heads=12,
+            decoder_attention_heads=12,
+            encoder_ffn_dim=3072,
+            decoder_ffn_dim=3072,
+            num_mel_bins=80,
+            max_source_positions=1500,
+            max_target_positions=448,
+        )
     return WhisperForConditionalGeneration(config)
 
 
-def bench_whisper(model: Any, *, device: str, dtype: Any, tokens: int, repeat: int,
-                  sync: Callable[[], None]) -> dict[str, float]:
+def bench_whisper(
+    model: Any, *, device: str, dtype: Any, tokens: int, repeat: int, sync: Callable[[], None]
+) -> dict[str, float]:
     import torch
 
     features = torch.randn(1, 80, 3000, device=device, dtype=dtype)  # 30 s of log-mel frames
@@ -190,6 +280,7 @@ def bench_whisper(model: Any, *, device: str, dtype: Any, tokens: int, repeat: i
 
 # ---- main ---------------------------------------------------------------------------------------
 
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="tiny configs, for a quick check on CPU")
@@ -212,8 +303,12 @@ def main() -> None:
         if gpu:
             torch.cuda.synchronize()
 
-    summary: dict[str, Any] = {"device": torch.cuda.get_device_name() if gpu else "cpu", "dtype": str(dtype),
-                               "tiny": args.tiny, "torch": torch.__version__}
+    summary: dict[str, Any] = {
+        "device": torch.cuda.get_device_name() if gpu else "cpu",
+        "dtype": str(dtype),
+        "tiny": args.tiny,
+        "torch": torch.__version__,
+    }
     builders = {"sd": build_sd, "detr": build_detr, "whisper": build_whisper}
     for name in args.only.split(","):
         if gpu:
@@ -222,27 +317,37 @@ def main() -> None:
         t0 = time.perf_counter()
         with torch.device(device):  # initialise the random weights on the device itself
             built = builders[name](args.tiny)
-        modules = [m for m in (built.values() if isinstance(built, dict) else [built])
-                   if isinstance(m, torch.nn.Module)]
+        modules = [
+            m
+            for m in (built.values() if isinstance(built, dict) else [built])
+            if isinstance(m, torch.nn.Module)
+        ]
         for m in modules:
             m.to(device=device, dtype=dtype).eval()
         sync()
         summary[f"{name}_build_s"] = time.perf_counter() - t0
         summary[f"{name}_params_M"] = params(*modules) / 1e6
         if name == "sd":
-            summary.update(bench_sd(built, device=device, dtype=dtype, steps=args.steps, repeat=args.repeat,
-                                    sync=sync))
+            summary.update(
+                bench_sd(built, device=device, dtype=dtype, steps=args.steps, repeat=args.repeat, sync=sync)
+            )
         elif name == "detr":
-            summary.update(bench_detr(built, device=device, dtype=dtype, tiny=args.tiny, repeat=args.repeat,
-                                      sync=sync))
+            summary.update(
+                bench_detr(built, device=device, dtype=dtype, tiny=args.tiny, repeat=args.repeat, sync=sync)
+            )
         else:
-            summary.update(bench_whisper(built, device=device, dtype=dtype, tokens=args.tokens,
-                                         repeat=args.repeat, sync=sync))
+            summary.update(
+                bench_whisper(
+                    built, device=device, dtype=dtype, tokens=args.tokens, repeat=args.repeat, sync=sync
+                )
+            )
         if gpu:
             summary[f"{name}_peak_memory_GiB"] = torch.cuda.max_memory_allocated() / 2**30
         for key, value in summary.items():
             if key.startswith(name):
-                print(f"{key:40} {value:10.4f}" if isinstance(value, float) else f"{key:40} {value}", flush=True)
+                print(
+                    f"{key:40} {value:10.4f}" if isinstance(value, float) else f"{key:40} {value}", flush=True
+                )
         del built, modules
     print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in summary.items()}))
 

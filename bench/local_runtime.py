@@ -53,13 +53,22 @@ def _cases() -> list[Case]:
     return [
         Case("text", t.bert_classifier, "text-classification", _text(sentence)),
         Case("text", t.bert_tagger, "token-classification", _text(sentence)),
-        Case("text", t.bert_qa, "question-answering", lambda _: {"text": "where is the cat?", "context": sentence}),
+        Case(
+            "text",
+            t.bert_qa,
+            "question-answering",
+            lambda _: {"text": "where is the cat?", "context": sentence},
+        ),
         Case("text", t.bert_embedder, "sentence-similarity", lambda _: {"text": sentence, "text2": "a dog"}),
         Case("text", t.t5, "summarization", _text(sentence)),
         Case("text", t.gpt2, "text-generation", _text(sentence)),
         Case("text", t.llama_chat, "conversational", _text("hello")),
-        Case("tabular", t.sklearn_skops, "tabular-classification",
-             _text("sepal_length,sepal_width,petal_length,petal_width\n1,1,1,1\n5,5,5,5\n")),
+        Case(
+            "tabular",
+            t.sklearn_skops,
+            "tabular-classification",
+            _text("sepal_length,sepal_width,petal_length,petal_width\n1,1,1,1\n5,5,5,5\n"),
+        ),
         Case("audio", t.wav2vec2_ctc, "automatic-speech-recognition", _tone),
         Case("audio", t.whisper, "automatic-speech-recognition", _tone),
         Case("audio", t.wav2vec2_audio_classifier, "audio-classification", _tone),
@@ -80,6 +89,7 @@ def _photo(extra: dict[str, str] | None = None) -> Callable[[Path], dict[str, st
 
 def _vision_cases() -> list[Case]:
     import tiny_vision as v
+
     from models_local.handlers import diffusion
 
     diffusion.STEPS, diffusion.VIDEO_FRAMES = 2, 4  # tiny models: load cost, not denoising, is measured
@@ -123,7 +133,9 @@ def main() -> None:
         cases = [c for c in cases if c.family in args.only.split(",")]
     work = Path(tempfile.mkdtemp(prefix="bench-local-runtime-"))
     print(f"imports (torch, transformers): {imports:.2f} s; device {Runtime(device=args.device).device.name}")
-    header = f"{'family':8} {'task':30} {'model':26} {'size KB':>8} {'cold ms':>9} {'warm ms':>9} {'cold/warm':>9}"
+    header = (
+        f"{'family':8} {'task':30} {'model':26} {'size KB':>8} {'cold ms':>9} {'warm ms':>9} {'cold/warm':>9}"
+    )
     print(header)
     print("-" * len(header))
     for i, case in enumerate(cases):
@@ -142,8 +154,10 @@ def main() -> None:
             warm.append(time.perf_counter() - t0)
         w = statistics.median(warm)
         size = (folder_size(folder, half=runtime.half) or 0) / 1024
-        print(f"{case.family:8} {case.task:30} {case.builder.__name__:26} {size:8.0f} {cold * 1e3:9.1f} "
-              f"{w * 1e3:9.1f} {cold / w:9.1f}")
+        print(
+            f"{case.family:8} {case.task:30} {case.builder.__name__:26} {size:8.0f} {cold * 1e3:9.1f} "
+            f"{w * 1e3:9.1f} {cold / w:9.1f}"
+        )
     print(f"total {time.perf_counter() - started:.1f} s")
     if args.keep:
         print(f"models kept under {work}")

@@ -21,15 +21,18 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from fakes.endpoints import FakeEndpoint, cards  # noqa: E402
 from fakes.llm_server import FakeLLMServer  # noqa: E402
+
 from hugginggpt.catalog import Catalog  # noqa: E402
+from hugginggpt.config import Settings  # noqa: E402
 from hugginggpt.events import Done  # noqa: E402
 from hugginggpt.llm import OpenAICompatibleLLM  # noqa: E402
 from hugginggpt.pipeline import Pipeline  # noqa: E402
-from hugginggpt.config import Settings  # noqa: E402
 from hugginggpt.workspace import Workspace  # noqa: E402
 
 # text-to-image has two candidates (a choice), summarization one (no choice).
-CATALOG = Catalog(cards(("big", "text-to-image", 9), ("small", "text-to-image", 5), ("only", "summarization", 1)))
+CATALOG = Catalog(
+    cards(("big", "text-to-image", 9), ("small", "text-to-image", 5), ("only", "summarization", 1))
+)
 
 
 def task(i: int, deps: list[int], kind: str = "text-to-image") -> dict:
@@ -43,8 +46,12 @@ def shapes(n_chain: int = 3) -> dict[str, tuple[list[dict], int]]:
     """name -> (plan tasks, length of the critical path in tasks)."""
     chain = [task(0, [], "summarization")] + [task(i, [i - 1], "summarization") for i in range(1, n_chain)]
     fan_out = [task(0, [], "summarization")] + [task(i, [0], "summarization") for i in range(1, 4)]
-    diamond = [task(0, [], "summarization"), task(1, [0], "summarization"), task(2, [0], "summarization"),
-               task(3, [1, 2], "summarization")]
+    diamond = [
+        task(0, [], "summarization"),
+        task(1, [0], "summarization"),
+        task(2, [0], "summarization"),
+        task(3, [1, 2], "summarization"),
+    ]
     return {"chain": (chain, n_chain), "fan-out": (fan_out, 2), "diamond": (diamond, 3)}
 
 
@@ -76,18 +83,25 @@ def main() -> None:
             plain = run_once(server, [task(i, [], "summarization") for i in range(n)], FakeEndpoint(), None)
             print(f"   {n:5} | {len(choice.trace['llm_calls']):13} | {len(plain.trace['llm_calls']):7}")
 
-        print(f"\n2. wall time / (LLM time + critical path), LLM latency {opts.llm_latency} s, tasks {opts.task_seconds} s")
+        print(
+            "\n2. wall time / (LLM time + critical path), "
+            f"LLM latency {opts.llm_latency} s, tasks {opts.task_seconds} s"
+        )
         print("   shape    | wall s | LLM s | critical path s | ratio | overhead ms")
         for name, (plan, path_len) in shapes().items():
             done = run_once(server, plan, FakeEndpoint(duration=opts.task_seconds), None)
             wall = done.trace["timings"]["total"]
             llm_s = sum(c["seconds"] for c in done.trace["llm_calls"])
             critical = path_len * opts.task_seconds
-            print(f"   {name:8} | {wall:6.3f} | {llm_s:5.3f} | {critical:15.3f} | {wall / (llm_s + critical):5.3f} |"
-                  f" {1000 * (wall - llm_s - critical):11.1f}")
+            print(
+                f"   {name:8} | {wall:6.3f} | {llm_s:5.3f} | {critical:15.3f} | "
+                f"{wall / (llm_s + critical):5.3f} | {1000 * (wall - llm_s - critical):11.1f}"
+            )
 
         print("\n3. 4 independent 1-second tasks")
-        done = run_once(server, [task(i, [], "summarization") for i in range(4)], FakeEndpoint(duration=1.0), None)
+        done = run_once(
+            server, [task(i, [], "summarization") for i in range(4)], FakeEndpoint(duration=1.0), None
+        )
         print(f"   execute stage: {done.trace['timings']['execute']:.3f} s (serial would be 4 s)")
 
 

@@ -25,6 +25,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
+def press(pressed: list[float], stop: threading.Event) -> None:
+    pressed.append(time.perf_counter())
+    stop.set()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
@@ -51,7 +56,7 @@ def main() -> None:
 
         stop = threading.Event()
         pressed: list[float] = []
-        timer = threading.Timer(args.stop_after, lambda: (pressed.append(time.perf_counter()), stop.set()))
+        timer = threading.Timer(args.stop_after, press, (pressed, stop))
         timer.start()
         try:
             runtime.run("text-to-image", model, {"text": "a red cat"}, work / "out", stop=stop)
@@ -60,11 +65,15 @@ def main() -> None:
             waits.append(time.perf_counter() - pressed[0])
 
     step = statistics.median(whole) / args.steps
-    print(f"whole call ({args.steps} steps): median {statistics.median(whole) * 1000:.0f} ms "
-          f"({step * 1000:.1f} ms per step)")
-    print(f"Stop to return: median {statistics.median(waits) * 1000:.1f} ms, max {max(waits) * 1000:.1f} ms "
-          f"= {statistics.median(waits) / step:.2f} steps, {statistics.median(waits) / statistics.median(whole):.3f} "
-          f"of the whole call")
+    print(
+        f"whole call ({args.steps} steps): median {statistics.median(whole) * 1000:.0f} ms "
+        f"({step * 1000:.1f} ms per step)"
+    )
+    print(
+        f"Stop to return: median {statistics.median(waits) * 1000:.1f} ms, max {max(waits) * 1000:.1f} ms "
+        f"= {statistics.median(waits) / step:.2f} steps, "
+        f"{statistics.median(waits) / statistics.median(whole):.3f} of the whole call"
+    )
 
 
 if __name__ == "__main__":

@@ -32,9 +32,13 @@ from .events import (
 def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     """The controller-LLM flags, shared by every command that talks to the LLM."""
     group = parser.add_argument_group("controller LLM")
-    group.add_argument("--llm-base-url", metavar="URL", help="an OpenAI-compatible server, e.g. http://localhost:8000/v1")
+    group.add_argument(
+        "--llm-base-url", metavar="URL", help="an OpenAI-compatible server, e.g. http://localhost:8000/v1"
+    )
     group.add_argument("--llm-model", metavar="NAME", help="the model name the server knows")
-    group.add_argument("--llm-api-key", metavar="KEY", help="API key (default: HUGGINGGPT_LLM_API_KEY or OPENAI_API_KEY)")
+    group.add_argument(
+        "--llm-api-key", metavar="KEY", help="API key (default: HUGGINGGPT_LLM_API_KEY or OPENAI_API_KEY)"
+    )
     group.add_argument("--config", metavar="FILE", help="a YAML settings file (default: HUGGINGGPT_CONFIG)")
 
 
@@ -57,12 +61,22 @@ def parser() -> argparse.ArgumentParser:
         description="Answer a request by planning tasks, choosing Hugging Face models and running them.",
     )
     p.add_argument("request", help="what you want, in plain language")
-    p.add_argument("--file", action="append", default=[], metavar="PATH", help="an image or audio file (repeatable)")
-    p.add_argument("--workdir", metavar="DIR", help="the conversation's folder (default: a new one under ./workspaces)")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout instead of the answer")
+    p.add_argument(
+        "--file", action="append", default=[], metavar="PATH", help="an image or audio file (repeatable)"
+    )
+    p.add_argument(
+        "--workdir", metavar="DIR", help="the conversation's folder (default: a new one under ./workspaces)"
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON object on stdout instead of the answer"
+    )
     p.add_argument("--inference", choices=INFERENCE_MODES, help="where models run (default: hybrid)")
-    p.add_argument("--catalog", action="append", metavar="PATH", help="a catalog file adding models (repeatable)")
-    p.add_argument("--top-k", type=int, metavar="K", help="candidates per task offered to the LLM (default 5)")
+    p.add_argument(
+        "--catalog", action="append", metavar="PATH", help="a catalog file adding models (repeatable)"
+    )
+    p.add_argument(
+        "--top-k", type=int, metavar="K", help="candidates per task offered to the LLM (default 5)"
+    )
     p.add_argument("--allow-urls", action="store_true", help="let plans fetch public http(s) URLs")
     add_llm_arguments(p)
     return p
@@ -84,7 +98,9 @@ def main(argv: list[str] | None = None, *, stdout: TextIO = sys.stdout, stderr: 
     from .workspace import Workspace
 
     try:
-        workspace = Workspace(Path(args.workdir)) if args.workdir else Workspace.create(Path(settings.workdir))
+        workspace = (
+            Workspace(Path(args.workdir)) if args.workdir else Workspace.create(Path(settings.workdir))
+        )
     except OSError as e:  # a file where the folder belongs, no permission, ...
         print(f"error: cannot use {args.workdir or settings.workdir} as the workspace: {e}", file=stderr)
         return 2
@@ -132,7 +148,8 @@ def result_json(done: Done, root: Path) -> dict[str, Any]:
                 "status": t["status"],
                 "error": t["error"],
                 "outputs": [
-                    {"kind": o["kind"], "path": str(root / o["path"])} if "path" in o else o for o in t["outputs"]
+                    {"kind": o["kind"], "path": str(root / o["path"])} if "path" in o else o
+                    for o in t["outputs"]
                 ],
             }
             for t in trace.get("tasks", [])
@@ -158,9 +175,13 @@ def describe(event: Event, root: Path) -> str | None:
         case TaskStarted(task_id=i, task=task, model=model, attempt=attempt):
             return f"[task {i}] {task} with {model}" + (f" (attempt {attempt})" if attempt > 1 else "")
         case TaskFinished(task_id=i, outputs=outputs, seconds=seconds):
-            return f"[task {i}] done in {seconds:.2f} s: " + "; ".join(a.describe(root)[:120] for a in outputs)
+            return f"[task {i}] done in {seconds:.2f} s: " + "; ".join(
+                a.describe(root)[:120] for a in outputs
+            )
         case TaskFailed(task_id=i, model=model, error=error, final=final):
-            return f"[task {i}] {model or 'task'} failed: {error}" + ("" if final else "; trying the next model")
+            return f"[task {i}] {model or 'task'} failed: {error}" + (
+                "" if final else "; trying the next model"
+            )
         case TaskSkipped(task_id=i, reason=reason):
             return f"[task {i}] skipped: {reason}"
         case Done(error=error, trace=trace):

@@ -78,10 +78,11 @@ def execute_plan(
     workspace: Workspace,
     run_dir: Path,
     records: dict[int, TaskRecord],
-    settings: ExecutionSettings = ExecutionSettings(),
+    settings: ExecutionSettings | None = None,
     cancelled: threading.Event | None = None,
 ) -> Iterator[Event]:
     """Run every task; yield events; fill `records` (one per task) as tasks end."""
+    settings = settings or ExecutionSettings()
     cancelled = cancelled or threading.Event()
     by_id = plan.by_id()
     for t in plan.tasks:
@@ -99,8 +100,18 @@ def execute_plan(
     def start(task_id: int) -> None:
         nonlocal running
         running += 1
-        pool.submit(_run_task, by_id[task_id], choices[task_id], endpoint, workspace, run_dir, records,
-                    settings, inbox, cancelled)
+        pool.submit(
+            _run_task,
+            by_id[task_id],
+            choices[task_id],
+            endpoint,
+            workspace,
+            run_dir,
+            records,
+            settings,
+            inbox,
+            cancelled,
+        )
 
     def skip_dependants(task_id: int, reason: str) -> Iterator[Event]:
         for child in dependants[task_id]:
@@ -175,8 +186,9 @@ def _run_task(
             inbox.put(TaskStarted(task.id, task.task, model.id, attempt))
             t0 = time.perf_counter()
             try:
-                outputs = _call_with_timeout(endpoint, task.task, model, inputs, out_dir, settings.task_timeout,
-                                             cancelled)
+                outputs = _call_with_timeout(
+                    endpoint, task.task, model, inputs, out_dir, settings.task_timeout, cancelled
+                )
                 _check_outputs(task.task, outputs, workspace)
             except EndpointError as e:
                 if cancelled.is_set():
@@ -211,7 +223,12 @@ class _AnyOf:
 
 
 def _call_with_timeout(
-    endpoint: Endpoint, task: str, model: Any, inputs: dict[str, Any], out_dir: Path, timeout: float,
+    endpoint: Endpoint,
+    task: str,
+    model: Any,
+    inputs: dict[str, Any],
+    out_dir: Path,
+    timeout: float,
     cancelled: threading.Event,
 ) -> list[Artifact]:
     """Run the endpoint in its own thread so that a hung model costs at most `timeout` seconds.

@@ -39,8 +39,13 @@ def build_endpoint(settings: Settings) -> Endpoint:
     return endpoint_for_mode(settings.inference, hf_token=settings.hf_token, provider=settings.hf_provider)
 
 
-def build_pipeline(settings: Settings, *, llm: LLM | None = None, catalog: Catalog | None = None,
-                   endpoint: Endpoint | None = None) -> Pipeline:
+def build_pipeline(
+    settings: Settings,
+    *,
+    llm: LLM | None = None,
+    catalog: Catalog | None = None,
+    endpoint: Endpoint | None = None,
+) -> Pipeline:
     return Pipeline(
         llm=llm or build_llm(settings),
         catalog=catalog or build_catalog(settings),

@@ -135,11 +135,16 @@ class OpenAICompatibleLLM(LLM):
         # Rate limits, 5xx and time-outs are retried by the client itself, with back-off.
         try:
             self._client = openai.OpenAI(
-                base_url=self.base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=max_retries,
+                base_url=self.base_url,
+                api_key=api_key or "not-needed",
+                timeout=timeout,
+                max_retries=max_retries,
                 http_client=_public_only_client(timeout) if public_only else None,
             )
         except Exception as e:  # the HTTP client's own URL error type; a typed URL is the user's input
-            raise ValueError(f"the LLM base URL {self.base_url} is not a usable URL: {_short(str(e))}") from None
+            raise ValueError(
+                f"the LLM base URL {self.base_url} is not a usable URL: {_short(str(e))}"
+            ) from None
         self._learnt: dict[str, bool] = {}  # shared by recording() views, e.g. whether json_schema works
 
     def describe(self) -> str:
@@ -255,7 +260,9 @@ class LocalChatLLM(LLM):
                 try:
                     from transformers import AutoModelForCausalLM, AutoTokenizer
                 except ImportError as e:
-                    raise LLMError("The local LLM needs transformers and torch: pip install -r requirements.txt") from e
+                    raise LLMError(
+                        "The local LLM needs transformers and torch: pip install -r requirements.txt"
+                    ) from e
                 from models_local import loading
 
                 try:
@@ -263,7 +270,9 @@ class LocalChatLLM(LLM):
                         tokenizer = AutoTokenizer.from_pretrained(self.model)
                         model = AutoModelForCausalLM.from_pretrained(self.model, dtype="auto")
                 except OSError as e:
-                    raise LLMError(f"The local LLM {self.model} could not be loaded: {_short(str(e))}") from None
+                    raise LLMError(
+                        f"The local LLM {self.model} could not be loaded: {_short(str(e))}"
+                    ) from None
                 self._loaded.update(tokenizer=tokenizer, model=model.eval())
             return self._loaded["tokenizer"], self._loaded["model"]
 
@@ -274,7 +283,9 @@ class LocalChatLLM(LLM):
                 f"The local LLM {self.model} has no chat template: choose an instruction-tuned (chat) model, "
                 "or an OpenAI-compatible server"
             )
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        ids = tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
         return tokenizer, model, ids
 
     def _complete(self, messages: list[Message], schema: dict[str, Any] | None, call: LLMCall) -> str:
@@ -296,8 +307,13 @@ class LocalChatLLM(LLM):
                 stop = abandoned.is_set()
                 return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
-        kwargs = dict(**inputs, streamer=streamer, max_new_tokens=self.max_new_tokens, do_sample=False,
-                      stopping_criteria=StoppingCriteriaList([Abandoned()]))
+        kwargs = dict(
+            **inputs,
+            streamer=streamer,
+            max_new_tokens=self.max_new_tokens,
+            do_sample=False,
+            stopping_criteria=StoppingCriteriaList([Abandoned()]),
+        )
         generated: list[Any] = []
         failed: list[Exception] = []
 

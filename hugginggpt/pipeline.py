@@ -39,11 +39,11 @@ log = logging.getLogger(__name__)
 
 
 class Pipeline:
-    def __init__(self, *, llm: LLM, catalog: Catalog, endpoint: Endpoint, settings: Settings = Settings()):
+    def __init__(self, *, llm: LLM, catalog: Catalog, endpoint: Endpoint, settings: Settings | None = None):
         self.llm = llm
         self.catalog = catalog
         self.endpoint = endpoint
-        self.settings = settings
+        self.settings = settings or Settings()
 
     def run(
         self,
@@ -65,7 +65,9 @@ class Pipeline:
 class _Run:
     """The state of one request: its records, timings and trace."""
 
-    def __init__(self, pipeline: Pipeline, request: str, workspace: Workspace, history: list[Message], cancelled):
+    def __init__(
+        self, pipeline: Pipeline, request: str, workspace: Workspace, history: list[Message], cancelled
+    ):
         self.p = pipeline
         self.request = request
         self.workspace = workspace
@@ -153,7 +155,9 @@ class _Run:
             for t in plan.tasks:
                 c = choices[t.id]
                 if c.model is not None:
-                    yield ModelSelected(t.id, t.task, c.model.id, c.reason, [m.id for m in c.candidates], c.substituted)
+                    yield ModelSelected(
+                        t.id, t.task, c.model.id, c.reason, [m.id for m in c.candidates], c.substituted
+                    )
             if self.cancelled.is_set():
                 return "", "cancelled"
 
@@ -221,9 +225,7 @@ class _Run:
             error=error,
             tasks=[r.to_json(self.workspace.root) for r in self.records.values()],
             timings={k: round(v, 4) for k, v in self.timings.items()},
-            llm_calls=[
-                {**asdict(c), "seconds": round(c.seconds, 4)} for c in calls
-            ],
+            llm_calls=[{**asdict(c), "seconds": round(c.seconds, 4)} for c in calls],
             tokens={
                 "prompt": sum(c.usage.prompt_tokens for c in calls),
                 "completion": sum(c.usage.completion_tokens for c in calls),

@@ -113,7 +113,9 @@ def _task_from_raw(raw: dict[str, Any], index: int) -> Task:
     task_id = _as_int(raw.get("id", index))
     if task_id is None:
         raise PlanParseError(f"item {index} has an id that is not a number: {raw.get('id')!r}")
-    return Task(id=task_id, task=name, dep=_parse_dep(raw.get("dep")), args=_parse_args(raw.get("args"), name))
+    return Task(
+        id=task_id, task=name, dep=_parse_dep(raw.get("dep")), args=_parse_args(raw.get("args"), name)
+    )
 
 
 def _as_int(value: Any) -> int | None:
@@ -226,7 +228,9 @@ def _check_args(
         for ref in refs:
             producer = by_id.get(ref)
             if producer is None:
-                problems.append(f"{where}: argument '{name}' uses <resource>-{ref}, but there is no task {ref}")
+                problems.append(
+                    f"{where}: argument '{name}' uses <resource>-{ref}, but there is no task {ref}"
+                )
             elif ref not in t.dep:
                 problems.append(f"{where}: argument '{name}' uses <resource>-{ref}, so 'dep' must list {ref}")
             else:
@@ -241,7 +245,9 @@ def _check_args(
     return problems
 
 
-def _check_file_arg(name: str, value: str, kind: str, refs: list[int], rules: FileRules, where: str) -> list[str]:
+def _check_file_arg(
+    name: str, value: str, kind: str, refs: list[int], rules: FileRules, where: str
+) -> list[str]:
     value = value.strip()
     if refs:
         if not _EXACT_REFERENCE.match(value):

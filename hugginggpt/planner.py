@@ -65,7 +65,10 @@ def planning_messages(
             "name": s.name,
             # The help says what an argument holds where its name cannot (question vs context).
             "args": [
-                {"label": f"{a.name} ({a.kind}{'' if a.required else ', optional'}{': ' + a.help if a.help else ''})"}
+                {
+                    "label": f"{a.name} ({a.kind}{'' if a.required else ', optional'}"
+                    f"{': ' + a.help if a.help else ''})"
+                }
                 for a in s.args
             ],
             "outputs": s.outputs,
@@ -112,7 +115,9 @@ def plan_steps(
     files); otherwise a file argument must name one of `rules.uploads`.
     LLMError (the backend failing) propagates: that is not the plan's fault.
     """
-    messages = planning_messages(request, files=files, history=history, shots=shots, history_tokens=history_tokens)
+    messages = planning_messages(
+        request, files=files, history=history, shots=shots, history_tokens=history_tokens
+    )
     outcome = PlanOutcome(plan=None)
     for attempt in range(1, max_retries + 2):
         calls_before = len(llm.calls)
@@ -156,4 +161,3 @@ def validate_unchecked_files(plan: Plan) -> list[str]:
     """`validate_plan` with every literal argument allowed as a file name, and URLs allowed."""
     names = frozenset(v for t in plan.tasks for v in t.args.values())
     return validate_plan(plan, FileRules(uploads=names, allow_urls=True))
-

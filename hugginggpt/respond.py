@@ -39,5 +39,7 @@ def missing_files(answer: str, workspace: Workspace) -> list[str]:
     known = set()
     for name, path in workspace.files().items():
         known.update((name, path.name))
-    local = re.sub(r"\b[a-z][a-z0-9+.-]*://\S+", " ", answer, flags=re.IGNORECASE)  # web addresses are not files
+    local = re.sub(
+        r"\b[a-z][a-z0-9+.-]*://\S+", " ", answer, flags=re.IGNORECASE
+    )  # web addresses are not files
     return [m for m in dict.fromkeys(_FILE_MENTION.findall(local)) if m.lstrip("./") not in known]

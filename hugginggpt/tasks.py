@@ -45,7 +45,10 @@ _BASE = [
     TaskSpec("translation", (TEXT,), ("text",), "translate a text into another language"),
     TaskSpec(
         "question-answering",
-        (Arg("text", "text", help="the question"), Arg("context", "text", help="the text holding the answer")),
+        (
+            Arg("text", "text", help="the question"),
+            Arg("context", "text", help="the text holding the answer"),
+        ),
         ("text", "data"),
         "answer a question from a given context text",
     ),
@@ -53,7 +56,10 @@ _BASE = [
     TaskSpec("text-generation", (TEXT,), ("text",), "continue or write a text from a prompt"),
     TaskSpec(
         "sentence-similarity",
-        (Arg("text", "text", help="the source sentence"), Arg("text2", "text", help="the sentence to compare")),
+        (
+            Arg("text", "text", help="the source sentence"),
+            Arg("text2", "text", help="the sentence to compare"),
+        ),
         ("text", "data"),
         "score how similar two sentences are",
     ),
@@ -68,7 +74,9 @@ _BASE = [
     TaskSpec("image-to-text", (IMAGE,), ("text",), "caption an image"),
     TaskSpec("text-to-image", (TEXT,), ("image",), "draw an image from a description"),
     TaskSpec("image-to-image", (IMAGE, PROMPT), ("image",), "transform or edit an image, guided by a prompt"),
-    TaskSpec("image-segmentation", (IMAGE,), ("image", "text", "data"), "split an image into labelled regions"),
+    TaskSpec(
+        "image-segmentation", (IMAGE,), ("image", "text", "data"), "split an image into labelled regions"
+    ),
     TaskSpec("depth-estimation", (IMAGE,), ("image",), "estimate the depth of each pixel of an image"),
     TaskSpec("text-to-speech", (TEXT,), ("audio",), "read a text aloud"),
     TaskSpec("automatic-speech-recognition", (AUDIO,), ("text",), "transcribe speech in an audio file"),

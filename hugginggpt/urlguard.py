@@ -57,7 +57,9 @@ def check_url(
         addresses = resolve(parts.hostname)
     refused = [str(a) for a in addresses if not allowed(a)]
     if refused or not addresses:
-        raise URLRefused(f"'{parts.hostname}' is a private or local address ({', '.join(refused)}); it is not fetched")
+        raise URLRefused(
+            f"'{parts.hostname}' is a private or local address ({', '.join(refused)}); it is not fetched"
+        )
     return addresses
 
 

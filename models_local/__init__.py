@@ -13,8 +13,18 @@ from .handlers import HANDLERS
 from .handlers.base import RuntimeUnsupported, Stopped
 from .runtime import ModelTooLarge, Runtime, loading
 
-__all__ = ["SUPPORTED_TASKS", "ModelTooLarge", "Runtime", "RuntimeUnsupported", "Stopped", "can_run", "configure",
-           "default_runtime", "loading", "run"]
+__all__ = [
+    "SUPPORTED_TASKS",
+    "ModelTooLarge",
+    "Runtime",
+    "RuntimeUnsupported",
+    "Stopped",
+    "can_run",
+    "configure",
+    "default_runtime",
+    "loading",
+    "run",
+]
 
 _default: Runtime | None = None
 _settings: dict = {}

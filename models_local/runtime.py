@@ -40,14 +40,49 @@ LIBRARY_ALIASES = {
 }
 
 # Bytes per element of each safetensors dtype.
-_DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2,
-                "I16": 2, "U16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+_DTYPE_BYTES = {
+    "F64": 8,
+    "I64": 8,
+    "U64": 8,
+    "F32": 4,
+    "I32": 4,
+    "U32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I16": 2,
+    "U16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+}
 _FLOAT_DTYPES = {"F64", "F32", "F16", "BF16"}
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".joblib", ".pkl", ".skops")
 # Files no loader here reads: other frameworks' weights and exports.
-_IGNORE = ["*.h5", "*.msgpack", "*.onnx", "*.onnx_data", "*.ot", "*.tflite", "*.gguf", "*.mlmodel",
-           "*.mlpackage/*", "onnx/*", "openvino/*", "coreml/*", "tf_model*", "flax_model*",
-           "rust_model*", "*.tar.gz", "*.zip", "*.mp4", "*.gif", "*.png", "*.jpg"]
+_IGNORE = [
+    "*.h5",
+    "*.msgpack",
+    "*.onnx",
+    "*.onnx_data",
+    "*.ot",
+    "*.tflite",
+    "*.gguf",
+    "*.mlmodel",
+    "*.mlpackage/*",
+    "onnx/*",
+    "openvino/*",
+    "coreml/*",
+    "tf_model*",
+    "flax_model*",
+    "rust_model*",
+    "*.tar.gz",
+    "*.zip",
+    "*.mp4",
+    "*.gif",
+    "*.png",
+    "*.jpg",
+]
 
 
 def pick_device(name: str | None = None) -> Device:
@@ -83,6 +118,7 @@ def default_budget(device: Device) -> int:
 
 
 # ---- sizing weights before loading ---------------------------------------------------------------
+
 
 def safetensors_bytes(path: Path, *, half: bool) -> int:
     """Memory the tensors of one .safetensors file take once loaded, read from its header only.
@@ -186,6 +222,7 @@ def loaded_size(obj: Any) -> int:
 
 # ---- process-wide state during loads ------------------------------------------------------------
 
+
 class _LoadGate:
     """Loads run one at a time, process-wide; half precision loads also wait for float32 calls.
 
@@ -258,6 +295,7 @@ def loading(dtype: Any = None) -> Any:
 
 # ---- the runtime ---------------------------------------------------------------------------------
 
+
 @dataclass
 class _Entry:
     obj: Any
@@ -269,8 +307,13 @@ class _Entry:
 class Runtime:
     """Loads models on first use, keeps them in an LRU cache bounded by a memory budget."""
 
-    def __init__(self, *, memory_budget_bytes: int | None = None, device: str | None = None,
-                 handlers: Mapping[str, Handler] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        memory_budget_bytes: int | None = None,
+        device: str | None = None,
+        handlers: Mapping[str, Handler] | None = None,
+    ) -> None:
         self.device = pick_device(device)
         self.budget = memory_budget_bytes if memory_budget_bytes is not None else default_budget(self.device)
         self.handlers = handlers if handlers is not None else HANDLERS
@@ -291,11 +334,13 @@ class Runtime:
             raise RuntimeUnsupported(f"the local runtime has no handler for task {task!r}")
         if library and LIBRARY_ALIASES.get(library.lower(), library.lower()) != handler.library:
             raise RuntimeUnsupported(
-                f"task {task!r} runs {handler.library} models locally; this model is a {library} model")
+                f"task {task!r} runs {handler.library} models locally; this model is a {library} model"
+            )
         return handler
 
-    def can_run(self, task: str, model: str, *, library: str | None = None,
-                size_bytes: int | None = None) -> bool:
+    def can_run(
+        self, task: str, model: str, *, library: str | None = None, size_bytes: int | None = None
+    ) -> bool:
         """Cheap: handler, library and size checks; reads at most safetensors headers, loads nothing."""
         try:
             handler = self.handler(task, library)
@@ -310,8 +355,9 @@ class Runtime:
         return size_bytes is None or size_bytes <= self.budget
 
     # -- running --
-    def run(self, task: str, model: str, inputs: Mapping[str, str], out_dir: str | Path, *,
-            stop: Any = None) -> list[dict]:
+    def run(
+        self, task: str, model: str, inputs: Mapping[str, str], out_dir: str | Path, *, stop: Any = None
+    ) -> list[dict]:
         """`stop` (anything with is_set()) ends a long call between steps with Stopped."""
         handler = self.handler(task)
         entry = self._get(task, model, handler)  # counted as a user of the entry
@@ -376,13 +422,17 @@ class Runtime:
                 except RuntimeUnsupported:
                     raise
                 except Exception as exc:  # unknown architecture, missing files, ... : not servable here
-                    raise RuntimeUnsupported(f"cannot load {model!r} for {task}: {type(exc).__name__}: {exc}") from exc
+                    raise RuntimeUnsupported(
+                        f"cannot load {model!r} for {task}: {type(exc).__name__}: {exc}"
+                    ) from exc
                 with self._lock:
                     self.loads += 1
                 size = loaded_size(obj) or estimate or 0
                 if size > self.budget:
-                    raise ModelTooLarge(f"{model} takes {size / 2**20:.0f} MiB once loaded, over the "
-                                        f"{self.budget / 2**20:.0f} MiB budget")
+                    raise ModelTooLarge(
+                        f"{model} takes {size / 2**20:.0f} MiB once loaded, over the "
+                        f"{self.budget / 2**20:.0f} MiB budget"
+                    )
                 entry = _Entry(obj, size, threading.Lock(), users=1)
                 with self._lock:
                     self._reserved -= reserved
@@ -399,8 +449,10 @@ class Runtime:
 
     def _check_fits(self, model: str, size: int) -> None:
         if size > self.budget:
-            raise ModelTooLarge(f"{model} needs about {size / 2**20:.0f} MiB, over the "
-                                f"{self.budget / 2**20:.0f} MiB budget of the local runtime")
+            raise ModelTooLarge(
+                f"{model} needs about {size / 2**20:.0f} MiB, over the "
+                f"{self.budget / 2**20:.0f} MiB budget of the local runtime"
+            )
 
     def _reserve(self, size: int, model: str) -> int:
         self._check_fits(model, size)
@@ -469,7 +521,9 @@ class Runtime:
         except RuntimeUnsupported:
             raise
         except Exception as exc:  # missing repo, gated, offline and not cached, bad id ...
-            raise RuntimeUnsupported(f"cannot get {model!r} from the Hugging Face Hub or its cache: {exc}") from exc
+            raise RuntimeUnsupported(
+                f"cannot get {model!r} from the Hugging Face Hub or its cache: {exc}"
+            ) from exc
         return folder, self._folder_size(model, folder) or estimate
 
     def _folder_size(self, model: str, folder: Path) -> int | None:

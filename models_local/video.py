@@ -31,9 +31,15 @@ def write_mp4(frames: Any, path: str | Path, *, fps: int = 8) -> Path:
     _, h, w, _ = frames.shape
     frames = np.pad(frames, ((0, 0), (0, h % 2), (0, w % 2), (0, 0)), mode="edge")
     height, width = frames.shape[1:3]
-    writer = imageio_ffmpeg.write_frames(str(path), (width, height), fps=fps, codec="libx264",
-                                         pix_fmt_out="yuv420p", macro_block_size=1,
-                                         output_params=["-movflags", "+faststart"])
+    writer = imageio_ffmpeg.write_frames(
+        str(path),
+        (width, height),
+        fps=fps,
+        codec="libx264",
+        pix_fmt_out="yuv420p",
+        macro_block_size=1,
+        output_params=["-movflags", "+faststart"],
+    )
     writer.send(None)  # start ffmpeg
     for frame in frames:
         writer.send(np.ascontiguousarray(frame))

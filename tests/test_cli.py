@@ -7,24 +7,37 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fakes.llm_server import FakeLLMServer
 
 ROOT = Path(__file__).resolve().parent.parent
-PLAN = json.dumps({"tasks": [{"task": "text-classification", "id": 0, "dep": [-1], "args": {"text": "a good cat"}}]})
+PLAN = json.dumps(
+    {"tasks": [{"task": "text-classification", "id": 0, "dep": [-1], "args": {"text": "a good cat"}}]}
+)
 
 
 def cli(*args, timeout=120):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "hugginggpt", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "hugginggpt", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+    )
 
 
 @pytest.fixture
 def catalog_file(tiny, tmp_path):
     path = tmp_path / "mine.jsonl"
-    card = {"id": "tiny/bert-cls", "task": "text-classification", "path": tiny("bert-classifier"),
-            "library": "transformers", "local": True, "downloads": 10**12}
+    card = {
+        "id": "tiny/bert-cls",
+        "task": "text-classification",
+        "path": tiny("bert-classifier"),
+        "library": "transformers",
+        "local": True,
+        "downloads": 10**12,
+    }
     path.write_text(json.dumps(card) + "\n")
     return path
 
@@ -34,9 +47,22 @@ def test_request_end_to_end_as_json(catalog_file, tmp_path):
         server.script("plan", PLAN)
         server.script("select", '{"0": {"id": "tiny/bert-cls", "reason": "my own fine-tune"}}')
         server.script("respond", "The text is labelled.")
-        result = cli("--llm-base-url", server.url, "--llm-model", "fake", "--llm-api-key", "sk-cli-secret",
-                     "--inference", "local", "--catalog", str(catalog_file), "--workdir", str(tmp_path / "ws"),
-                     "--json", "Is this text positive? 'a good cat'")
+        result = cli(
+            "--llm-base-url",
+            server.url,
+            "--llm-model",
+            "fake",
+            "--llm-api-key",
+            "sk-cli-secret",
+            "--inference",
+            "local",
+            "--catalog",
+            str(catalog_file),
+            "--workdir",
+            str(tmp_path / "ws"),
+            "--json",
+            "Is this text positive? 'a good cat'",
+        )
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert set(out) >= {"answer", "error", "llm_calls", "tasks"}
@@ -45,8 +71,12 @@ def test_request_end_to_end_as_json(catalog_file, tmp_path):
     assert task["model"] == "tiny/bert-cls" and task["status"] == "done" and task["error"] is None
     assert {o["kind"] for o in task["outputs"]} == {"text", "data"}
     # stages were shown live on stderr, and the key never
-    for words in ("[plan] 1 task(s)", "[select] task 0 text-classification: tiny/bert-cls (my own fine-tune)",
-                  "[task 0] done", "[done] 3 LLM call(s)"):
+    for words in (
+        "[plan] 1 task(s)",
+        "[select] task 0 text-classification: tiny/bert-cls (my own fine-tune)",
+        "[task 0] done",
+        "[done] 3 LLM call(s)",
+    ):
         assert words in result.stderr
     assert "sk-cli-secret" not in result.stderr + result.stdout
     assert Path(out["trace_file"]).is_file() and "sk-cli-secret" not in Path(out["trace_file"]).read_text()
@@ -69,7 +99,11 @@ def test_failed_request_exits_1_with_the_error_in_json(tmp_path):
 
 @pytest.mark.parametrize(
     "args, words",
-    [([], "request"), (["--inference", "cloud", "x"], "invalid choice"), (["--file", "/no/such.png", "x"], "no such file")],
+    [
+        ([], "request"),
+        (["--inference", "cloud", "x"], "invalid choice"),
+        (["--file", "/no/such.png", "x"], "no such file"),
+    ],
 )
 def test_bad_usage_exits_2(args, words):
     result = cli(*args)
@@ -87,8 +121,11 @@ def test_broken_config_file_or_workdir_is_bad_usage_not_a_traceback(tmp_path):
     wrong_type.write_text("top_k: [1, 2]\n")
     a_file = tmp_path / "not-a-folder"
     a_file.write_text("x")
-    for args in (["--config", str(broken), "hi"], ["--config", str(wrong_type), "hi"],
-                 ["--workdir", str(a_file), "--llm-base-url", "http://127.0.0.1:9/v1", "hi"]):
+    for args in (
+        ["--config", str(broken), "hi"],
+        ["--config", str(wrong_type), "hi"],
+        ["--workdir", str(a_file), "--llm-base-url", "http://127.0.0.1:9/v1", "hi"],
+    ):
         out, err = StringIO(), StringIO()
         assert main(args, stdout=out, stderr=err) == 2, args
         assert err.getvalue().startswith("error: ") and "Traceback" not in err.getvalue()
@@ -100,5 +137,10 @@ def test_unparsable_llm_base_url_is_bad_usage(tmp_path):
     from hugginggpt.cli import main
 
     out, err = StringIO(), StringIO()
-    assert main(["--llm-base-url", "http://[::1", "--workdir", str(tmp_path / "ws"), "hi"], stdout=out, stderr=err) == 2
+    assert (
+        main(
+            ["--llm-base-url", "http://[::1", "--workdir", str(tmp_path / "ws"), "hi"], stdout=out, stderr=err
+        )
+        == 2
+    )
     assert err.getvalue().startswith("error: ") and "http://[::1" in err.getvalue()

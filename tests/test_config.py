@@ -16,19 +16,30 @@ def test_file_then_environment_then_overrides(tmp_path):
     env = {"HUGGINGGPT_CONFIG": str(config), "HUGGINGGPT_TOP_K": "7", "OPENAI_API_KEY": "sk-env"}
     s = load_settings(environ=env)
     assert (s.llm_base_url, s.top_k, s.allow_urls, s.catalog_paths, s.llm_api_key) == (
-        "http://file/v1", 7, True, ("a.jsonl",), "sk-env")
-    assert s.with_overrides(top_k=2, llm_model=None).top_k == 2 and s.with_overrides(llm_model=None).llm_model is None
+        "http://file/v1",
+        7,
+        True,
+        ("a.jsonl",),
+        "sk-env",
+    )
+    assert (
+        s.with_overrides(top_k=2, llm_model=None).top_k == 2
+        and s.with_overrides(llm_model=None).llm_model is None
+    )
     assert "sk-env" not in repr(s)
 
 
-@pytest.mark.parametrize("env, words", [
-    ({"HUGGINGGPT_INFERENCE": "cloud"}, "inference must be one of"),
-    ({"HUGGINGGPT_TOP_K": "0"}, "at least 1"),
-    ({"HUGGINGGPT_TOP_K": "many"}, "invalid literal"),
-    ({"HUGGINGGPT_MAX_PLAN_RETRIES": "-1"}, "max_plan_retries"),
-    ({"HUGGINGGPT_TASK_TIMEOUT": "0"}, "task_timeout"),
-    ({"HUGGINGGPT_LLM_TIMEOUT": "-5"}, "llm_timeout"),
-])
+@pytest.mark.parametrize(
+    "env, words",
+    [
+        ({"HUGGINGGPT_INFERENCE": "cloud"}, "inference must be one of"),
+        ({"HUGGINGGPT_TOP_K": "0"}, "at least 1"),
+        ({"HUGGINGGPT_TOP_K": "many"}, "invalid literal"),
+        ({"HUGGINGGPT_MAX_PLAN_RETRIES": "-1"}, "max_plan_retries"),
+        ({"HUGGINGGPT_TASK_TIMEOUT": "0"}, "task_timeout"),
+        ({"HUGGINGGPT_LLM_TIMEOUT": "-5"}, "llm_timeout"),
+    ],
+)
 def test_bad_values_are_clear_errors(env, words):
     with pytest.raises(ValueError, match=words):
         load_settings(environ=env)

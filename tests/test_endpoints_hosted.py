@@ -196,7 +196,9 @@ def test_a_stop_ends_the_retries(online, hf, tmp_path):
     stop = threading.Event()
     stop.set()  # pressed while the first try was answered "loading"
     with pytest.raises(EndpointError, match="acme/summarization-model.*: stopped"):
-        fast(retries=2).run("summarization", card(hf, "summarization"), {"text": "a b c"}, tmp_path, stop=stop)
+        fast(retries=2).run(
+            "summarization", card(hf, "summarization"), {"text": "a b c"}, tmp_path, stop=stop
+        )
     assert len(hf.calls("summarization")) - before == 1  # no second try
 
 
@@ -283,6 +285,7 @@ def test_errors_never_quote_the_token(online, hf, tmp_path):
     secret = "hf_" + "Q" * 20 + "\n" + "Z" * 14
     with pytest.raises(EndpointError) as err:
         fast(token=secret, token_for_urls=True).run(
-            "summarization", card(hf, "summarization"), {"text": "a b"}, tmp_path)
+            "summarization", card(hf, "summarization"), {"text": "a b"}, tmp_path
+        )
     assert "QQQQ" not in str(err.value) and "ZZZZ" not in str(err.value)
     assert "acme/summarization-model" in str(err.value)  # still says which model failed

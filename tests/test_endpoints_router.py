@@ -37,8 +37,9 @@ class Recording(Endpoint):
         self.calls.append(("can_run", model.id))
         return self.runnable
 
-    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *,
-            stop: Any = None) -> list[Artifact]:
+    def run(
+        self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *, stop: Any = None
+    ) -> list[Artifact]:
         self.calls.append(("run", task, model.id, dict(inputs)))
         if self.error is not None:
             raise self.error

@@ -71,6 +71,8 @@ POOR = {
         )
     ],
 }
+
+
 # Model "good": the gold itself, written as our plans.
 def plan_as_text(plan) -> str:
     return json.dumps({"tasks": plan.to_json()})
@@ -110,8 +112,20 @@ def records(out: Path) -> list[dict]:
 
 
 def cli_args(fake, out, *extra, model="poor"):
-    return ["--data", str(DATA), "--out", str(out), "--llm-base-url", fake.url, "--llm-model", model,
-            "--llm-api-key", "x", "--no-progress", *extra]
+    return [
+        "--data",
+        str(DATA),
+        "--out",
+        str(out),
+        "--llm-base-url",
+        fake.url,
+        "--llm-model",
+        model,
+        "--llm-api-key",
+        "x",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def run(fake, out, *extra, model="poor"):

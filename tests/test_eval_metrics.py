@@ -123,7 +123,9 @@ def test_mapping_covers_every_taskbench_tool(dataset):
     assert to_taskbench("image-to-image", {"image": "a.png"}) == "Image-to-Image"
     assert to_taskbench("image-to-image", {"image": "a.png", "text": "add a hat"}) == "Image Editing"
     assert to_taskbench("canny-control") is None
-    assert all(to_taskbench(t) is None for t in ("text-classification", "canny-control", "text2text-generation"))
+    assert all(
+        to_taskbench(t) is None for t in ("text-classification", "canny-control", "text2text-generation")
+    )
 
 
 def test_our_plan_becomes_taskbench_nodes():
@@ -197,7 +199,8 @@ def test_gold_through_our_plan_format_and_back_is_perfect(dataset):
 
 # ------------------------------------------------------------------ crafted predictions
 
-# Gold 10000005, listed alphabetically: [Image-to-Text(<node-1>), Text-to-Image(lighthouse), Text-to-Speech(<node-0>)]
+# Gold 10000005, listed alphabetically:
+# [Image-to-Text(<node-1>), Text-to-Image(lighthouse), Text-to-Speech(<node-0>)]
 # tool ids in tool_desc order: Image-to-Text 12, Text-to-Image 13, Text-to-Speech 19, Translation 2.
 # Execution order: Text-to-Image, Image-to-Text, Text-to-Speech.
 LIGHTHOUSE = "a lighthouse on a cliff at sunset"

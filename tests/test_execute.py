@@ -4,8 +4,8 @@ import threading
 import time
 
 import pytest
-
 from fakes.endpoints import FakeEndpoint, cards
+
 from hugginggpt.events import TaskFailed, TaskSkipped, TaskStarted
 from hugginggpt.execute import ExecutionSettings, execute_plan
 from hugginggpt.plan import parse_plan
@@ -32,13 +32,22 @@ def choose(plan, models_per_task=("m1", "m2")):
 def run(plan, endpoint, workspace, **settings):
     records = {}
     events = list(
-        execute_plan(plan, choose(plan), endpoint, workspace, workspace.run_dir("r1"), records,
-                     ExecutionSettings(**settings))
+        execute_plan(
+            plan,
+            choose(plan),
+            endpoint,
+            workspace,
+            workspace.run_dir("r1"),
+            records,
+            ExecutionSettings(**settings),
+        )
     )
     return events, records
 
 
-FOUR = parse_plan(str([{"task": "text-to-image", "id": i, "dep": [-1], "args": {"text": f"cat {i}"}} for i in range(4)]))
+FOUR = parse_plan(
+    str([{"task": "text-to-image", "id": i, "dep": [-1], "args": {"text": f"cat {i}"}} for i in range(4)])
+)
 CHAIN = parse_plan(
     '[{"task": "image-to-text", "id": 0, "dep": [-1], "args": {"image": "cat.png"}},'
     ' {"task": "text-to-image", "id": 1, "dep": [0], "args": {"text": "<resource>-0"}},'
@@ -67,8 +76,14 @@ def test_outputs_flow_along_the_chain(workspace):
     assert in1["text"].startswith("image-to-text by m1 on image=cat.png")  # <resource>-0 became its text
     assert in2["image"] == records[1].output("image").path
     order = [(type(e).__name__, e.task_id) for e in events]
-    assert order == [("TaskStarted", 0), ("TaskFinished", 0), ("TaskStarted", 1), ("TaskFinished", 1),
-                     ("TaskStarted", 2), ("TaskFinished", 2)]
+    assert order == [
+        ("TaskStarted", 0),
+        ("TaskFinished", 0),
+        ("TaskStarted", 1),
+        ("TaskFinished", 1),
+        ("TaskStarted", 2),
+        ("TaskFinished", 2),
+    ]
 
 
 def test_failing_model_falls_back_to_the_next_candidate(workspace):
@@ -77,7 +92,11 @@ def test_failing_model_falls_back_to_the_next_candidate(workspace):
     failures = [e for e in events if isinstance(e, TaskFailed)]
     assert failures and all(not f.final for f in failures)
     assert all(r.status == "done" and r.model == "m2" for r in records.values())
-    assert records[0].attempts[0] == {"model": "m1", "error": "m1 crashed", "seconds": records[0].attempts[0]["seconds"]}
+    assert records[0].attempts[0] == {
+        "model": "m1",
+        "error": "m1 crashed",
+        "seconds": records[0].attempts[0]["seconds"],
+    }
 
 
 def test_task_failing_for_good_skips_its_dependants_with_the_reason(workspace):
@@ -111,7 +130,9 @@ def test_hung_model_times_out_and_the_next_one_runs(workspace):
     deadline = time.monotonic() + 2
     while len(endpoint.stopped) < len(timeouts) and time.monotonic() < deadline:  # each notices within 10 ms
         time.sleep(0.01)
-    assert endpoint.stopped == ["m1"] * len(timeouts)  # timed-out calls were told to stop, not left to run 3 s
+    assert endpoint.stopped == ["m1"] * len(
+        timeouts
+    )  # timed-out calls were told to stop, not left to run 3 s
 
 
 def test_cancelling_stops_a_running_call_at_once(workspace):
@@ -121,8 +142,16 @@ def test_cancelling_stops_a_running_call_at_once(workspace):
     endpoint = FakeEndpoint(hanging={"m1", "m2"}, hang=20)
     cancelled = threading.Event()
     records = {}
-    stream = execute_plan(plan, choose(plan), endpoint, workspace, workspace.run_dir("r"), records,
-                          ExecutionSettings(task_timeout=30), cancelled=cancelled)
+    stream = execute_plan(
+        plan,
+        choose(plan),
+        endpoint,
+        workspace,
+        workspace.run_dir("r"),
+        records,
+        ExecutionSettings(task_timeout=30),
+        cancelled=cancelled,
+    )
     assert isinstance(next(stream), TaskStarted)
     threading.Timer(0.2, cancelled.set).start()
     events = list(stream)  # ends soon after the cancel, not after the 20 s the call would take
@@ -157,8 +186,9 @@ def test_closing_the_stream_cancels_tasks_not_yet_started(workspace):
     endpoint = FakeEndpoint(duration=0.2)
     cancelled = threading.Event()
     records = {}
-    stream = execute_plan(CHAIN, choose(CHAIN), endpoint, workspace, workspace.run_dir("r"), records,
-                          cancelled=cancelled)
+    stream = execute_plan(
+        CHAIN, choose(CHAIN), endpoint, workspace, workspace.run_dir("r"), records, cancelled=cancelled
+    )
     assert isinstance(next(stream), TaskStarted)
     stream.close()
     assert cancelled.is_set()
@@ -167,9 +197,18 @@ def test_closing_the_stream_cancels_tasks_not_yet_started(workspace):
 
 
 def test_text_references_to_task_1_and_task_10_are_filled_in_separately(workspace):
-    tasks = [{"task": "text-generation", "id": i, "dep": [-1], "args": {"text": f"topic {chr(97 + i)}"}} for i in range(11)]
-    tasks.append({"task": "summarization", "id": 11, "dep": [1, 10],
-                  "args": {"text": "first <resource>-1 then <resource>-10 end"}})
+    tasks = [
+        {"task": "text-generation", "id": i, "dep": [-1], "args": {"text": f"topic {chr(97 + i)}"}}
+        for i in range(11)
+    ]
+    tasks.append(
+        {
+            "task": "summarization",
+            "id": 11,
+            "dep": [1, 10],
+            "args": {"text": "first <resource>-1 then <resource>-10 end"},
+        }
+    )
     endpoint = FakeEndpoint()
     _, records = run(parse_plan(str(tasks)), endpoint, workspace, max_workers=4)
     text = next(inputs["text"] for task, _, inputs in endpoint.calls if task == "summarization")

@@ -6,12 +6,11 @@ import numpy as np
 import pytest
 import soundfile as sf
 from stop_signal import StopAfter
+from tiny_text_audio import write_tone
 
 import models_local
 from hugginggpt.tasks import TASKS
 from models_local import RuntimeUnsupported
-from tiny_text_audio import write_tone
-
 
 
 def run(task, folder, inputs, out):
@@ -54,7 +53,9 @@ def test_a_stop_ends_whisper_at_the_next_token(tiny, tmp_path):
     audio = write_tone(tmp_path / "speech.wav", seconds=2.0, rate=8000)
     stop = StopAfter(1)
     with pytest.raises(models_local.Stopped):
-        models_local.run("automatic-speech-recognition", tiny("whisper"), {"audio": str(audio)}, tmp_path, stop=stop)
+        models_local.run(
+            "automatic-speech-recognition", tiny("whisper"), {"audio": str(audio)}, tmp_path, stop=stop
+        )
     assert stop.asked >= 2  # generate() looked
 
 
@@ -105,15 +106,24 @@ def test_speecht5_generation_stays_within_its_positions(tiny):
     config = AutoConfig.from_pretrained(tiny("speecht5-vc"))
     for samples in (16000, 160000):
         frames = _speech_frames(config, samples)
-        assert int(frames * _maxlenratio(config, frames) / config.reduction_factor) <= config.max_speech_positions - 2
+        assert (
+            int(frames * _maxlenratio(config, frames) / config.reduction_factor)
+            <= config.max_speech_positions - 2
+        )
     assert _speech_frames(config, 16000) == ((16000 - 10) // 5 + 1 - 4) // 4 + 1
 
 
-@pytest.mark.parametrize("task,name", [
-    ("automatic-speech-recognition", "whisper"),
-    ("audio-classification", "wav2vec2-audio-classifier"),
-    ("audio-to-audio", "speecht5-vc"),  # the speaker vector and vocoder casts are shared with SpeechT5 TTS
-])
+@pytest.mark.parametrize(
+    "task,name",
+    [
+        ("automatic-speech-recognition", "whisper"),
+        ("audio-classification", "wav2vec2-audio-classifier"),
+        (
+            "audio-to-audio",
+            "speecht5-vc",
+        ),  # the speaker vector and vocoder casts are shared with SpeechT5 TTS
+    ],
+)
 def test_half_precision_paths(tiny, tmp_path, task, name):
     """What a GPU runs: weights in float16, inputs, speaker vector and vocoder cast to match (here on CPU)."""
     import torch

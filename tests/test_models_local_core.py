@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny_text_audio import write_tone
 
 import models_local
 from models_local import ModelTooLarge, Runtime, RuntimeUnsupported
@@ -16,8 +17,6 @@ from models_local.handlers import HANDLERS
 from models_local.handlers.base import Handler
 from models_local.io import read_audio, read_image
 from models_local.runtime import folder_size, loaded_size
-from tiny_text_audio import write_tone
-
 
 TEXT = {"text": "the cat sat on the mat"}
 QA = {"text": "where is the cat?", "context": "the cat sat on the mat"}
@@ -78,8 +77,11 @@ def test_concurrent_first_use_loads_once(tiny):
         threading.Event().wait(0.3)
         return real.load(source, device)
 
-    runtime = Runtime(memory_budget_bytes=2**30, device="cpu",
-                      handlers={"text-classification": Handler(slow_load, real.call)})
+    runtime = Runtime(
+        memory_budget_bytes=2**30,
+        device="cpu",
+        handlers={"text-classification": Handler(slow_load, real.call)},
+    )
     barrier = threading.Barrier(4)
     results, errors = [], []
 
@@ -146,12 +148,20 @@ def test_builtin_handlers_need_no_files(tmp_path):
         calls.append(source)
         return source.upper()
 
-    runtime = Runtime(memory_budget_bytes=1, device="cpu", handlers={
-        "shout": Handler(load, lambda obj, inputs, out: out.text(f"{obj}: {inputs['text']}"), library="builtin")})
+    runtime = Runtime(
+        memory_budget_bytes=1,
+        device="cpu",
+        handlers={
+            "shout": Handler(
+                load, lambda obj, inputs, out: out.text(f"{obj}: {inputs['text']}"), library="builtin"
+            )
+        },
+    )
     assert runtime.can_run("shout", "edge-detector", library="builtin")
     assert not runtime.can_run("shout", "edge-detector", library="transformers")
     assert runtime.run("shout", "edge-detector", {"text": "hi"}, tmp_path) == [
-        {"kind": "text", "value": "EDGE-DETECTOR: hi"}]
+        {"kind": "text", "value": "EDGE-DETECTOR: hi"}
+    ]
     assert calls == ["edge-detector"]
 
 
@@ -186,10 +196,22 @@ def test_module_level_api_and_configure(tiny, monkeypatch):
     finally:
         models_local.configure()
     supported = models_local.SUPPORTED_TASKS
-    mine = {"text-classification", "token-classification", "text2text-generation", "summarization", "translation",
-            "question-answering", "conversational", "text-generation", "sentence-similarity",
-            "tabular-classification", "text-to-speech", "automatic-speech-recognition", "audio-to-audio",
-            "audio-classification"}
+    mine = {
+        "text-classification",
+        "token-classification",
+        "text2text-generation",
+        "summarization",
+        "translation",
+        "question-answering",
+        "conversational",
+        "text-generation",
+        "sentence-similarity",
+        "tabular-classification",
+        "text-to-speech",
+        "automatic-speech-recognition",
+        "audio-to-audio",
+        "audio-classification",
+    }
     assert mine <= supported
     from hugginggpt.tasks import TASKS
 
@@ -197,6 +219,7 @@ def test_module_level_api_and_configure(tiny, monkeypatch):
 
 
 # ---- io ------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("suffix", ["wav", "flac", "ogg"])
 def test_read_audio_mixes_to_mono_and_resamples(tmp_path, suffix):
@@ -223,6 +246,7 @@ def test_read_image_converts_modes(tmp_path):
 
 
 # ---- a hub id downloaded from a (fake) Hub: sized first, then fetched ----------------------------
+
 
 class _FakeHubFiles:
     """Serves one repo's files the way the Hub API does, enough for huggingface_hub.snapshot_download."""
@@ -260,17 +284,23 @@ class _FakeHubFiles:
                     info = {"id": hub.repo, "sha": hub.SHA, "siblings": [{"rfilename": f} for f in hub.files]}
                     return self._reply(json.dumps(info).encode(), "application/json", head=head)
                 if path.startswith(api + "tree/"):
-                    tree = [{"type": "file", "path": f, "size": len(b), "oid": hashlib.sha1(b).hexdigest()}
-                            for f, b in hub.files.items()]
+                    tree = [
+                        {"type": "file", "path": f, "size": len(b), "oid": hashlib.sha1(b).hexdigest()}
+                        for f, b in hub.files.items()
+                    ]
                     return self._reply(json.dumps(tree).encode(), "application/json", head=head)
                 prefix = f"/{hub.repo}/resolve/"
                 if path.startswith(prefix):
-                    name = path[len(prefix):].split("/", 1)[1]
+                    name = path[len(prefix) :].split("/", 1)[1]
                     if name in hub.files:
                         body = hub.files[name]
                         etag = '"' + hashlib.sha1(body).hexdigest() + '"'
-                        return self._reply(body, "application/octet-stream",
-                                           {"X-Repo-Commit": hub.SHA, "ETag": etag}, head=head)
+                        return self._reply(
+                            body,
+                            "application/octet-stream",
+                            {"X-Repo-Commit": hub.SHA, "ETag": etag},
+                            head=head,
+                        )
                 self.send_response(404)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -297,7 +327,11 @@ class _FakeHubFiles:
         self.server.server_close()
 
     def fetched(self) -> set[str]:
-        return {p.split("/resolve/", 1)[1].split("/", 1)[1] for m, p in self.log if m == "GET" and "/resolve/" in p}
+        return {
+            p.split("/resolve/", 1)[1].split("/", 1)[1]
+            for m, p in self.log
+            if m == "GET" and "/resolve/" in p
+        }
 
 
 @pytest.fixture
@@ -305,13 +339,18 @@ def fake_hub(tiny, tmp_path, monkeypatch):
     from huggingface_hub import constants
 
     folder = Path(tiny("bert-classifier"))
-    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
-             and not p.name.startswith(".")}
+    files = {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file() and not p.name.startswith(".")
+    }
     files["tf_model.h5"] = b"x" * 1000  # another framework's weights: never fetched
     with _FakeHubFiles("tiny-org/remote-bert", files) as hub:
         monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
         monkeypatch.setattr(constants, "ENDPOINT", hub.url)
-        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.url + "/{repo_id}/resolve/{revision}/{filename}")
+        monkeypatch.setattr(
+            constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.url + "/{repo_id}/resolve/{revision}/{filename}"
+        )
         monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
         yield hub
 
@@ -355,9 +394,18 @@ def test_failed_half_precision_diffusers_load_leaves_the_default_dtype(tmp_path,
 
     folder = tmp_path / "broken-controlnet"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({
-        "_class_name": "ControlNetModel", "down_block_types": ["NoSuchBlock2D"], "block_out_channels": [8],
-        "layers_per_block": 1, "cross_attention_dim": 8, "norm_num_groups": 4}))
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "_class_name": "ControlNetModel",
+                "down_block_types": ["NoSuchBlock2D"],
+                "block_out_channels": [8],
+                "layers_per_block": 1,
+                "cross_attention_dim": 8,
+                "norm_num_groups": 4,
+            }
+        )
+    )
     save_file({"w": torch.zeros(2)}, str(folder / "diffusion_pytorch_model.safetensors"))
     runtime = Runtime(memory_budget_bytes=2**30, device="cpu")
     runtime.device = Device("cpu", torch.float16)  # what a GPU loads in
@@ -394,14 +442,19 @@ def test_overlapping_loads_in_two_dtypes_leave_the_default_dtype(float32_default
         return source
 
     def runtime(load, dtype):
-        rt = Runtime(memory_budget_bytes=1, device="cpu", handlers={
-            "echo": Handler(load, lambda obj, inputs, out: out.text(obj), library="builtin")})
+        rt = Runtime(
+            memory_budget_bytes=1,
+            device="cpu",
+            handlers={"echo": Handler(load, lambda obj, inputs, out: out.text(obj), library="builtin")},
+        )
         rt.device = Device("cpu", dtype)
         return rt
 
     half, single = runtime(load_half, torch.float16), runtime(load_float, torch.float32)
-    threads = [threading.Thread(target=rt.run, args=("echo", name, {}, ".")) for rt, name in
-               ((half, "half"), (single, "float"))]
+    threads = [
+        threading.Thread(target=rt.run, args=("echo", name, {}, "."))
+        for rt, name in ((half, "half"), (single, "float"))
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -431,10 +484,16 @@ def test_a_load_does_not_overlap_a_diffusers_style_empty_weights_load(tiny):
         built.set()
         return model
 
-    empty = Runtime(memory_budget_bytes=1, device="cpu", handlers={
-        "echo": Handler(load_empty, lambda obj, inputs, out: out.text(obj), library="builtin")})
-    classify = Runtime(memory_budget_bytes=2**30, device="cpu",
-                       handlers={"text-classification": Handler(load_real, real.call)})
+    empty = Runtime(
+        memory_budget_bytes=1,
+        device="cpu",
+        handlers={"echo": Handler(load_empty, lambda obj, inputs, out: out.text(obj), library="builtin")},
+    )
+    classify = Runtime(
+        memory_budget_bytes=2**30,
+        device="cpu",
+        handlers={"text-classification": Handler(load_real, real.call)},
+    )
     results, errors = [], []
 
     def run(runtime, task, model, inputs):
@@ -443,8 +502,10 @@ def test_a_load_does_not_overlap_a_diffusers_style_empty_weights_load(tiny):
         except Exception as exc:  # noqa: BLE001 - surfaced by the assert below
             errors.append(exc)
 
-    threads = [threading.Thread(target=run, args=(empty, "echo", "empty", {})),
-               threading.Thread(target=run, args=(classify, "text-classification", tiny("bert-classifier"), TEXT))]
+    threads = [
+        threading.Thread(target=run, args=(empty, "echo", "empty", {})),
+        threading.Thread(target=run, args=(classify, "text-classification", tiny("bert-classifier"), TEXT)),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -466,9 +527,15 @@ def test_a_model_in_use_is_not_evicted_nor_loaded_twice(tiny):
         real.call(obj, inputs, out)
 
     budget = int(max(_sizes(tiny, "bert-classifier", "bert-qa")) * 1.5)  # room for one model only
-    runtime = Runtime(memory_budget_bytes=budget, device="cpu", handlers={
-        "slow": Handler(real.load, slow_call), "text-classification": real,
-        "question-answering": HANDLERS["question-answering"]})
+    runtime = Runtime(
+        memory_budget_bytes=budget,
+        device="cpu",
+        handlers={
+            "slow": Handler(real.load, slow_call),
+            "text-classification": real,
+            "question-answering": HANDLERS["question-answering"],
+        },
+    )
     out = tiny.root / "out"
     second = []
     worker = threading.Thread(target=runtime.run, args=("slow", a, TEXT, out))
@@ -500,7 +567,8 @@ def test_git_lfs_pointer_weights_are_refused_not_read(tiny, tmp_path):
     folder = tmp_path / "cloned-without-lfs"
     shutil.copytree(tiny("bert-classifier"), folder)
     (folder / "model.safetensors").write_text(
-        "version https://git-lfs.github.com/spec/v1\noid sha256:0123abcd\nsize 438000000\n")
+        "version https://git-lfs.github.com/spec/v1\noid sha256:0123abcd\nsize 438000000\n"
+    )
     runtime = Runtime(memory_budget_bytes=2**30, device="cpu")
     assert not runtime.can_run("text-classification", str(folder))
     with pytest.raises(RuntimeUnsupported, match="Git LFS pointer"):
@@ -535,11 +603,17 @@ def test_a_float32_call_never_runs_under_a_float16_load(float32_default):
             called.set()
         out.text(obj)
 
-    single = Runtime(memory_budget_bytes=1, device="cpu", handlers={
-        "echo": Handler(lambda source, device: source, call, library="builtin")})
+    single = Runtime(
+        memory_budget_bytes=1,
+        device="cpu",
+        handlers={"echo": Handler(lambda source, device: source, call, library="builtin")},
+    )
     single.run("echo", "warm", {}, ".")  # loaded before: what follows is a call only
-    half = Runtime(memory_budget_bytes=1, device="cpu", handlers={
-        "echo": Handler(load_half, lambda obj, inputs, out: out.text(obj), library="builtin")})
+    half = Runtime(
+        memory_budget_bytes=1,
+        device="cpu",
+        handlers={"echo": Handler(load_half, lambda obj, inputs, out: out.text(obj), library="builtin")},
+    )
     half.device = Device("cpu", torch.float16)
     loader = threading.Thread(target=half.run, args=("echo", "half", {}, "."))
     loader.start()

@@ -56,7 +56,9 @@ def test_image_to_image_without_prompt(tiny_sd, photo, tmp_path):
 
 def test_image_to_image_image_variation(tiny_sd_image_variation, photo, tmp_path):
     # the prompt has no place in an image-conditioned pipeline: it is not passed
-    artifacts = models_local.run("image-to-image", tiny_sd_image_variation, {"image": photo, "text": "x"}, tmp_path)
+    artifacts = models_local.run(
+        "image-to-image", tiny_sd_image_variation, {"image": photo, "text": "x"}, tmp_path
+    )
     only_image(artifacts, (SIDE, 24))
 
 
@@ -78,42 +80,51 @@ def test_text_to_image_refuses_a_video_pipeline(tiny_text_to_video, tmp_path):
 
 
 @pytest.mark.parametrize("control", ["canny", "depth", "hed", "mlsd", "normal", "openpose", "seg"])
-def test_controlnet_text_to_image_bare_controlnet_with_base(control, tiny_controlnet, tiny_sd, photo,
-                                                            tmp_path, monkeypatch):
+def test_controlnet_text_to_image_bare_controlnet_with_base(
+    control, tiny_controlnet, tiny_sd, photo, tmp_path, monkeypatch
+):
     monkeypatch.setenv(controlnet.BASE_ENV, tiny_sd)  # the base model a bare ControlNet is combined with
-    artifacts = models_local.run(f"{control}-text-to-image", tiny_controlnet, {"image": photo, "text": "a cat"},
-                                 tmp_path)
+    artifacts = models_local.run(
+        f"{control}-text-to-image", tiny_controlnet, {"image": photo, "text": "a cat"}, tmp_path
+    )
     only_image(artifacts, (SIDE, 24))
 
 
 def test_controlnet_text_to_image_whole_pipeline(tiny_sd_controlnet, photo, tmp_path):
-    artifacts = models_local.run("canny-text-to-image", tiny_sd_controlnet, {"image": photo, "text": "a cat"},
-                                 tmp_path)
+    artifacts = models_local.run(
+        "canny-text-to-image", tiny_sd_controlnet, {"image": photo, "text": "a cat"}, tmp_path
+    )
     only_image(artifacts, (SIDE, 24))
 
 
 def test_controlnet_refuses_a_folder_without_a_controlnet(tmp_path, photo):
     (tmp_path / "config.json").write_text('{"_class_name": "UNet2DConditionModel"}')
     with pytest.raises(RuntimeUnsupported, match="ControlNet"):
-        models_local.run("seg-text-to-image", str(tmp_path), {"image": photo, "text": "a cat"}, tmp_path / "out")
+        models_local.run(
+            "seg-text-to-image", str(tmp_path), {"image": photo, "text": "a cat"}, tmp_path / "out"
+        )
 
 
 def test_control_image_feeds_controlnet(tiny_controlnet, tiny_sd, photo, tmp_path, monkeypatch):
     """A plan's two steps: photo -> canny control image -> image drawn from it and a prompt."""
     monkeypatch.setenv(controlnet.BASE_ENV, tiny_sd)
     edges = models_local.run("canny-control", str(tmp_path), {"image": photo}, tmp_path / "a")[0]["path"]
-    drawn = models_local.run("canny-text-to-image", tiny_controlnet, {"image": edges, "text": "a cat"},
-                             tmp_path / "b")
+    drawn = models_local.run(
+        "canny-text-to-image", tiny_controlnet, {"image": edges, "text": "a cat"}, tmp_path / "b"
+    )
     only_image(drawn, (SIDE, 24))
 
 
-@pytest.mark.parametrize(("task", "model", "inputs"), [
-    ("text-to-image", "tiny_sd", {"text": "a cat"}),  # callback_on_step_end
-    ("image-to-image", "tiny_sd", {"text": "a cat"}),
-    ("image-to-image", "tiny_sd_image_variation", {}),
-    ("text-to-video", "tiny_text_to_video", {"text": "a cat"}),  # the older per-step callback
-    ("canny-text-to-image", "tiny_sd_controlnet", {"text": "a cat"}),
-])
+@pytest.mark.parametrize(
+    ("task", "model", "inputs"),
+    [
+        ("text-to-image", "tiny_sd", {"text": "a cat"}),  # callback_on_step_end
+        ("image-to-image", "tiny_sd", {"text": "a cat"}),
+        ("image-to-image", "tiny_sd_image_variation", {}),
+        ("text-to-video", "tiny_text_to_video", {"text": "a cat"}),  # the older per-step callback
+        ("canny-text-to-image", "tiny_sd_controlnet", {"text": "a cat"}),
+    ],
+)
 def test_a_stop_ends_a_diffusion_run_between_steps(task, model, inputs, request, photo, tmp_path):
     folder = request.getfixturevalue(model)
     inputs = {**inputs, "image": photo} if task in ("image-to-image", "canny-text-to-image") else inputs
@@ -129,7 +140,9 @@ def test_a_stop_ends_a_diffusion_run_between_steps(task, model, inputs, request,
     assert stop.asked == 1
 
 
-@pytest.mark.parametrize(("task", "model"), [("text-to-image", "tiny_sd"), ("text-to-video", "tiny_text_to_video")])
+@pytest.mark.parametrize(
+    ("task", "model"), [("text-to-image", "tiny_sd"), ("text-to-video", "tiny_text_to_video")]
+)
 def test_half_precision_pipelines(task, model, request, tmp_path):
     """On a GPU the runtime loads in float16 (checked here on CPU)."""
     import torch

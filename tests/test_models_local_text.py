@@ -12,7 +12,6 @@ from hugginggpt.tasks import TASKS
 from models_local import RuntimeUnsupported
 
 
-
 def run(task, folder, inputs, out):
     artifacts = models_local.run(task, folder, inputs, out)
     kinds = {a["kind"] for a in artifacts}
@@ -37,15 +36,17 @@ def test_token_classification(tiny, tmp_path):
     assert entities, "random weights tag something"
     for e in entities:
         assert e["entity"] in {"PER", "LOC"}  # B-/I- pieces grouped, O dropped
-        assert text[e["start"]:e["end"]] == e["word"]
+        assert text[e["start"] : e["end"]] == e["word"]
         assert 0 < e["score"] <= 1
 
 
 def test_question_answering_returns_a_span_of_the_context(tiny, tmp_path):
     context = "paris is in france. " * 40 + "the cat sat on the mat."  # longer than one 128-token window
-    got = run("question-answering", tiny("bert-qa"), {"text": "where is paris?", "context": context}, tmp_path)
+    got = run(
+        "question-answering", tiny("bert-qa"), {"text": "where is paris?", "context": context}, tmp_path
+    )
     data = got["data"]
-    assert data["answer"] == got["text"] == context[data["start"]:data["end"]]
+    assert data["answer"] == got["text"] == context[data["start"] : data["end"]]
     assert 0 <= data["start"] < data["end"] <= len(context)
     assert 0 < data["score"] <= 1
 
@@ -60,7 +61,7 @@ def test_sentence_similarity(tiny, tmp_path):
 
 
 def test_sentence_similarity_applies_pooling_and_dense_modules(tiny, tmp_path):
-    """A sentence-transformers folder with CLS pooling and a Dense layer: the embedding is the module stack."""
+    """A sentence-transformers folder with CLS pooling and a Dense layer: the embedding is the stack."""
     import torch
     from transformers import AutoModel, AutoTokenizer
 
@@ -73,7 +74,9 @@ def test_sentence_similarity_applies_pooling_and_dense_modules(tiny, tmp_path):
     tok, model = AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder).eval()
     weights = load_file(f"{folder}/2_Dense/model.safetensors")
     with torch.no_grad():
-        cls = model(**tok(["the cat sat", "where is france?"], padding=True, return_tensors="pt")).last_hidden_state[:, 0]
+        cls = model(
+            **tok(["the cat sat", "where is france?"], padding=True, return_tensors="pt")
+        ).last_hidden_state[:, 0]
         emb = torch.tanh(cls @ weights["linear.weight"].T + weights["linear.bias"])
     expected = torch.nn.functional.cosine_similarity(emb[0:1], emb[1:2]).item()
     assert got["data"]["similarity"] == pytest.approx(expected, abs=1e-4)
@@ -118,11 +121,18 @@ def test_conversational_without_a_chat_template_replies_after_end_of_text(tiny, 
     tok, model = AutoTokenizer.from_pretrained(folder), AutoModelForCausalLM.from_pretrained(folder)
     prompt = tok("hello world" + tok.eos_token, return_tensors="pt")
     ids = model.generate(**prompt, max_new_tokens=16, pad_token_id=tok.eos_token_id)
-    assert reply == tok.decode(ids[0][prompt["input_ids"].shape[-1]:], skip_special_tokens=True).strip()
+    assert reply == tok.decode(ids[0][prompt["input_ids"].shape[-1] :], skip_special_tokens=True).strip()
 
 
-@pytest.mark.parametrize("task,name", [("summarization", "t5"), ("translation", "t5"), ("text-generation", "gpt2"),
-                                       ("conversational", "llama-chat")])
+@pytest.mark.parametrize(
+    "task,name",
+    [
+        ("summarization", "t5"),
+        ("translation", "t5"),
+        ("text-generation", "gpt2"),
+        ("conversational", "llama-chat"),
+    ],
+)
 def test_a_stop_ends_generation_at_the_next_token(tiny, tmp_path, task, name):
     stop = StopAfter(1)  # the runtime's check before the call passes; generate()'s first check stops it
     with pytest.raises(models_local.Stopped):
@@ -171,11 +181,14 @@ def test_tabular_rejects_a_table_without_the_model_columns(tiny, tmp_path):
     assert models_local.can_run("tabular-classification", tiny("sklearn-skops"), library="skops")
 
 
-@pytest.mark.parametrize("task,name,inputs", [
-    ("question-answering", "bert-qa", {"text": "where is paris?", "context": "paris is in france"}),
-    ("sentence-similarity", "bert-embedder-dense", {"text": "the cat sat", "text2": "the cat sat"}),
-    ("conversational", "llama-chat", {"text": "hello"}),
-])
+@pytest.mark.parametrize(
+    "task,name,inputs",
+    [
+        ("question-answering", "bert-qa", {"text": "where is paris?", "context": "paris is in france"}),
+        ("sentence-similarity", "bert-embedder-dense", {"text": "the cat sat", "text2": "the cat sat"}),
+        ("conversational", "llama-chat", {"text": "hello"}),
+    ],
+)
 def test_half_precision_paths(tiny, tmp_path, task, name, inputs):
     """What a GPU runs: float16 weights, inputs cast to match (here on CPU)."""
     import torch

@@ -118,45 +118,61 @@ def test_image_to_text_chat_vlm(tiny_llava, photo, tmp_path):
 
 
 def test_visual_question_answering_llava(tiny_llava, photo, tmp_path):
-    artifacts = run("visual-question-answering", tiny_llava, tmp_path, image=photo, text="what is in the image ?")
+    artifacts = run(
+        "visual-question-answering", tiny_llava, tmp_path, image=photo, text="what is in the image ?"
+    )
     assert kinds(artifacts) == ["text"] and artifacts[0]["value"]
     assert "what is in the image" not in artifacts[0]["value"]
 
 
 def test_visual_question_answering_blip(tiny_blip_vqa, photo, tmp_path):
-    artifacts = run("visual-question-answering", tiny_blip_vqa, tmp_path, image=photo, text="what is in the image ?")
+    artifacts = run(
+        "visual-question-answering", tiny_blip_vqa, tmp_path, image=photo, text="what is in the image ?"
+    )
     assert kinds(artifacts) == ["text"] and artifacts[0]["value"]
 
 
 def test_visual_question_answering_vilt_classifier(tiny_vilt, photo, tmp_path):
-    artifacts = run("visual-question-answering", tiny_vilt, tmp_path, image=photo, text="what is in the image ?")
+    artifacts = run(
+        "visual-question-answering", tiny_vilt, tmp_path, image=photo, text="what is in the image ?"
+    )
     assert kinds(artifacts) == ["text", "data"]
     answers = artifacts[1]["value"]
     assert answers[0]["answer"] == artifacts[0]["value"] and len(answers) == 5
 
 
 def test_document_question_answering_donut(tiny_donut, photo, tmp_path):
-    artifacts = run("document-question-answering", tiny_donut, tmp_path, image=photo, text="what is the sky ?")
+    artifacts = run(
+        "document-question-answering", tiny_donut, tmp_path, image=photo, text="what is the sky ?"
+    )
     assert kinds(artifacts) == ["text"] and artifacts[0]["value"]
     assert "<s_" not in artifacts[0]["value"]  # task tokens are stripped
 
 
 def test_document_question_answering_chat_vlm(tiny_llava, photo, tmp_path):
-    artifacts = run("document-question-answering", tiny_llava, tmp_path, image=photo, text="what is the total ?")
+    artifacts = run(
+        "document-question-answering", tiny_llava, tmp_path, image=photo, text="what is the total ?"
+    )
     assert kinds(artifacts) == ["text"] and artifacts[0]["value"]
 
 
 def test_document_question_answering_ocr_models_are_refused(tmp_path, photo):
     from transformers import LayoutLMConfig
 
-    LayoutLMConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                   intermediate_size=20).save_pretrained(tmp_path / "layoutlm")
+    LayoutLMConfig(
+        vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=20
+    ).save_pretrained(tmp_path / "layoutlm")
     with pytest.raises(RuntimeUnsupported, match="OCR"):
-        models_local.run("document-question-answering", str(tmp_path / "layoutlm"),
-                         {"image": photo, "text": "total?"}, tmp_path / "out")
+        models_local.run(
+            "document-question-answering",
+            str(tmp_path / "layoutlm"),
+            {"image": photo, "text": "total?"},
+            tmp_path / "out",
+        )
 
 
 # ---- control images -----------------------------------------------------------------------------
+
 
 def test_canny_control_outlines_the_shapes(photo, tmp_path):
     # canny has no weights: any folder stands for "the model"

@@ -3,26 +3,41 @@
 import json
 
 import pytest
-
 from fakes.endpoints import FakeEndpoint, cards
 from fakes.llm_server import FakeLLMServer, Reply
+
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
-from hugginggpt.events import (AnswerDelta, Done, ModelSelected, PlanReady, PlanRejected, StageStarted,
-                               TaskFinished, TaskStarted)
+from hugginggpt.events import (
+    AnswerDelta,
+    Done,
+    ModelSelected,
+    PlanReady,
+    PlanRejected,
+    StageStarted,
+    TaskFinished,
+    TaskStarted,
+)
 from hugginggpt.llm import OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.workspace import Workspace
 
-CATALOG = Catalog(cards(
-    ("det-big", "object-detection", 900), ("det-small", "object-detection", 500),
-    ("cap-only", "image-to-text", 100),
-    ("tts-a", "text-to-speech", 50),
-))
-PLAN = json.dumps({"tasks": [
-    {"task": "object-detection", "id": 0, "dep": [-1], "args": {"image": "photo.png"}},
-    {"task": "image-to-text", "id": 1, "dep": [0], "args": {"image": "<resource>-0"}},
-]})
+CATALOG = Catalog(
+    cards(
+        ("det-big", "object-detection", 900),
+        ("det-small", "object-detection", 500),
+        ("cap-only", "image-to-text", 100),
+        ("tts-a", "text-to-speech", 50),
+    )
+)
+PLAN = json.dumps(
+    {
+        "tasks": [
+            {"task": "object-detection", "id": 0, "dep": [-1], "args": {"image": "photo.png"}},
+            {"task": "image-to-text", "id": 1, "dep": [0], "args": {"image": "<resource>-0"}},
+        ]
+    }
+)
 
 
 @pytest.fixture
@@ -39,8 +54,12 @@ def photo(tmp_path):
 
 
 def pipeline(server, endpoint=None, **settings):
-    llm = OpenAICompatibleLLM(base_url=server.url, model="fake", api_key="sk-secret-key", timeout=5, max_retries=0)
-    return Pipeline(llm=llm, catalog=CATALOG, endpoint=endpoint or FakeEndpoint(), settings=Settings(**settings))
+    llm = OpenAICompatibleLLM(
+        base_url=server.url, model="fake", api_key="sk-secret-key", timeout=5, max_retries=0
+    )
+    return Pipeline(
+        llm=llm, catalog=CATALOG, endpoint=endpoint or FakeEndpoint(), settings=Settings(**settings)
+    )
 
 
 def run(p, request, tmp_path, files=(), workspace=None):
@@ -59,13 +78,22 @@ def test_full_request_streams_every_stage_in_order(server, photo, tmp_path):
     assert kinds[:2] == ["StageStarted", "PlanReady"]
     assert kinds.index("ModelSelected") < kinds.index("TaskStarted") < kinds.index("TaskFinished")
     assert kinds.index("TaskFinished") < kinds.index("AnswerDelta") and kinds[-1] == "Done"
-    assert [e.stage for e in events if isinstance(e, StageStarted)] == ["plan", "select", "execute", "respond"]
+    assert [e.stage for e in events if isinstance(e, StageStarted)] == [
+        "plan",
+        "select",
+        "execute",
+        "respond",
+    ]
 
     selected = {e.task_id: e for e in events if isinstance(e, ModelSelected)}
     assert selected[0].model == "det-small" and selected[0].reason == "smaller and good enough"
     assert selected[0].candidates == ["det-big", "det-small"]
     assert selected[1].model == "cap-only" and selected[1].reason == "the only candidate"
-    assert "".join(e.text for e in events if isinstance(e, AnswerDelta)) == done.answer == "I found objects; see outputs."
+    assert (
+        "".join(e.text for e in events if isinstance(e, AnswerDelta))
+        == done.answer
+        == "I found objects; see outputs."
+    )
     assert done.error is None
     assert server.stages() == ["plan", "select", "respond"]
     # the respond prompt holds the execution record, with the real output paths
@@ -74,15 +102,30 @@ def test_full_request_streams_every_stage_in_order(server, photo, tmp_path):
 
 
 def test_at_most_three_llm_calls_and_two_without_a_choice(server, photo, tmp_path):
-    plan = json.dumps({"tasks": [{"task": "image-to-text", "id": i, "dep": [-1], "args": {"image": "photo.png"}}
-                                 for i in range(6)]})
+    plan = json.dumps(
+        {
+            "tasks": [
+                {"task": "image-to-text", "id": i, "dep": [-1], "args": {"image": "photo.png"}}
+                for i in range(6)
+            ]
+        }
+    )
     server.script("plan", plan).script("respond", "ok")
     _, done, _ = run(pipeline(server), "caption six times", tmp_path, files=[photo])
     assert done.error is None and len(done.trace["llm_calls"]) == 2  # one candidate each: no select call
 
     server.reset()
-    server.script("plan", json.dumps({"tasks": [
-        {"task": "object-detection", "id": i, "dep": [-1], "args": {"image": "photo.png"}} for i in range(8)]}))
+    server.script(
+        "plan",
+        json.dumps(
+            {
+                "tasks": [
+                    {"task": "object-detection", "id": i, "dep": [-1], "args": {"image": "photo.png"}}
+                    for i in range(8)
+                ]
+            }
+        ),
+    )
     server.script("select", json.dumps({str(i): {"id": "det-big", "reason": "r"} for i in range(8)}))
     server.script("respond", "ok")
     _, done, _ = run(pipeline(server), "detect eight times", tmp_path, files=[photo])
@@ -109,7 +152,9 @@ def test_pick_that_is_not_a_candidate_is_replaced_and_recorded(server, photo, tm
 
 
 def test_rejected_plans_are_visible_then_corrected(server, photo, tmp_path):
-    server.script("plan", '[{"task": "object-detection", "id": 0, "dep": [-1], "args": {"image": "other.png"}}]', PLAN)
+    server.script(
+        "plan", '[{"task": "object-detection", "id": 0, "dep": [-1], "args": {"image": "other.png"}}]', PLAN
+    )
     server.script("select", "{}").script("respond", "ok")
     events, done, _ = run(pipeline(server), "detect", tmp_path, files=[photo])
     rejected = [e for e in events if isinstance(e, PlanRejected)]
@@ -126,10 +171,16 @@ def test_plan_that_stays_invalid_ends_in_a_clear_error(server, tmp_path):
 
 
 def test_llm_down_ends_in_an_error_naming_the_endpoint(tmp_path):
-    llm = OpenAICompatibleLLM(base_url="http://127.0.0.1:9/v1", model="m", api_key="k", timeout=2, max_retries=0)
+    llm = OpenAICompatibleLLM(
+        base_url="http://127.0.0.1:9/v1", model="m", api_key="k", timeout=2, max_retries=0
+    )
     p = Pipeline(llm=llm, catalog=CATALOG, endpoint=FakeEndpoint())
     events = list(p.run("hi", workspace=Workspace(tmp_path / "c")))
-    assert isinstance(events[-1], Done) and "127.0.0.1:9" in events[-1].error and "could not be reached" in events[-1].error
+    assert (
+        isinstance(events[-1], Done)
+        and "127.0.0.1:9" in events[-1].error
+        and "could not be reached" in events[-1].error
+    )
 
 
 def test_trace_is_saved_and_holds_prompts_replies_timings_and_tokens_but_no_key(server, photo, tmp_path):
@@ -155,7 +206,9 @@ def test_answer_naming_a_file_that_does_not_exist_gets_a_note(server, photo, tmp
 
 def test_conversations_do_not_see_each_others_files(server, photo, tmp_path):
     server.script("plan", PLAN).script("select", "{}").script("respond", "ok")
-    _, _, first = run(pipeline(server), "detect", tmp_path, files=[photo], workspace=Workspace(tmp_path / "a"))
+    _, _, first = run(
+        pipeline(server), "detect", tmp_path, files=[photo], workspace=Workspace(tmp_path / "a")
+    )
     server.reset()
     server.script("plan", PLAN).script("respond", "ok")
     _, done, second = run(pipeline(server), "detect", tmp_path, workspace=Workspace(tmp_path / "b"))
@@ -169,7 +222,10 @@ def test_earlier_outputs_can_be_used_later_in_the_conversation(server, photo, tm
     _, done, _ = run(pipeline(server), "detect", tmp_path, files=[photo], workspace=ws)
     made = next(o["path"] for o in done.trace["tasks"][0]["outputs"] if o["kind"] == "image")
     server.reset()
-    server.script("plan", json.dumps({"tasks": [{"task": "image-to-text", "id": 0, "dep": [-1], "args": {"image": made}}]}))
+    server.script(
+        "plan",
+        json.dumps({"tasks": [{"task": "image-to-text", "id": 0, "dep": [-1], "args": {"image": made}}]}),
+    )
     server.script("respond", "ok")
     endpoint = FakeEndpoint()
     _, done, _ = run(pipeline(server, endpoint), "caption the boxes", tmp_path, workspace=ws)
@@ -178,7 +234,9 @@ def test_earlier_outputs_can_be_used_later_in_the_conversation(server, photo, tm
 
 
 def test_no_model_for_a_task_fails_it_and_the_answer_says_why(server, tmp_path):
-    server.script("plan", '{"tasks": [{"task": "text-to-video", "id": 0, "dep": [-1], "args": {"text": "a cat"}}]}')
+    server.script(
+        "plan", '{"tasks": [{"task": "text-to-video", "id": 0, "dep": [-1], "args": {"text": "a cat"}}]}'
+    )
     server.script("respond", "Sorry, no video model is available.")
     events, done, _ = run(pipeline(server), "make a video", tmp_path)
     assert done.trace["tasks"][0]["status"] == "failed"
@@ -187,7 +245,9 @@ def test_no_model_for_a_task_fails_it_and_the_answer_says_why(server, tmp_path):
 
 def test_unrunnable_candidates_are_not_offered(server, photo, tmp_path):
     server.script("plan", PLAN).script("respond", "ok")
-    events, done, _ = run(pipeline(server, FakeEndpoint(unrunnable={"det-big"})), "detect", tmp_path, files=[photo])
+    events, done, _ = run(
+        pipeline(server, FakeEndpoint(unrunnable={"det-big"})), "detect", tmp_path, files=[photo]
+    )
     pick = next(e for e in events if isinstance(e, ModelSelected) and e.task_id == 0)
     assert pick.model == "det-small" and pick.candidates == ["det-small"]
     assert server.stages() == ["plan", "respond"]
@@ -209,8 +269,18 @@ def test_stream_of_finished_tasks_carries_their_files(server, photo, tmp_path):
 
 
 def test_url_arguments_are_refused_when_fetching_is_off_and_guarded_when_on(server, tmp_path):
-    plan = json.dumps({"tasks": [{"task": "image-to-text", "id": 0, "dep": [-1],
-                                  "args": {"image": "http://127.0.0.1:9/cat.png"}}]})
+    plan = json.dumps(
+        {
+            "tasks": [
+                {
+                    "task": "image-to-text",
+                    "id": 0,
+                    "dep": [-1],
+                    "args": {"image": "http://127.0.0.1:9/cat.png"},
+                }
+            ]
+        }
+    )
     server.script("plan", plan)
     _, done, _ = run(pipeline(server), "caption this URL", tmp_path)
     assert "fetching URLs is turned off" in done.error
@@ -219,7 +289,9 @@ def test_url_arguments_are_refused_when_fetching_is_off_and_guarded_when_on(serv
     server.script("plan", plan).script("respond", "could not fetch")
     endpoint = FakeEndpoint()
     _, done, _ = run(pipeline(server, endpoint, allow_urls=True), "caption this URL", tmp_path)
-    assert done.trace["tasks"][0]["status"] == "failed" and "private or local" in done.trace["tasks"][0]["error"]
+    assert (
+        done.trace["tasks"][0]["status"] == "failed" and "private or local" in done.trace["tasks"][0]["error"]
+    )
     assert endpoint.calls == []
 
 
@@ -250,8 +322,9 @@ def test_stop_during_planning_makes_no_further_llm_call(server, photo, tmp_path)
     server.script("plan", PLAN).script("select", "{}").script("respond", "ok")
     cancelled = threading.Event()
     events = []
-    for event in pipeline(server).run("detect", workspace=Workspace(tmp_path / "c"), files=[photo],
-                                      cancelled=cancelled):
+    for event in pipeline(server).run(
+        "detect", workspace=Workspace(tmp_path / "c"), files=[photo], cancelled=cancelled
+    ):
         events.append(event)
         if isinstance(event, PlanReady):
             cancelled.set()  # the person pressed Stop while the plan was being made
@@ -261,8 +334,10 @@ def test_stop_during_planning_makes_no_further_llm_call(server, photo, tmp_path)
 
 def test_the_answer_prompt_keeps_history_within_the_budget_too(server, tmp_path):
     server.script("plan", '{"tasks": []}').script("respond", "ok")
-    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "word " * 400}
-               for i in range(200)]  # a long conversation: about 100 k tokens
+    history = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "word " * 400}
+        for i in range(200)
+    ]  # a long conversation: about 100 k tokens
     p = pipeline(server, history_tokens=1500)
     events = list(p.run("and now?", workspace=Workspace(tmp_path / "c"), history=history))
     assert events[-1].error is None
@@ -270,7 +345,9 @@ def test_the_answer_prompt_keeps_history_within_the_budget_too(server, tmp_path)
     for body in (plan_request, respond_request):
         text = " ".join(m["content"] for m in body["messages"])
         assert "turn 199" in text and "turn 0 " not in text
-        assert sum(len(m["content"]) for m in body["messages"] if m["content"].startswith("turn ")) // 4 <= 1500
+        assert (
+            sum(len(m["content"]) for m in body["messages"] if m["content"].startswith("turn ")) // 4 <= 1500
+        )
 
 
 def test_a_server_that_echoes_the_api_key_in_its_error_never_gets_it_into_chat_or_trace(server, tmp_path):
@@ -282,7 +359,9 @@ def test_a_server_that_echoes_the_api_key_in_its_error_never_gets_it_into_chat_o
 
 
 def test_a_pick_with_a_null_reason_is_not_shown_as_none(server, photo, tmp_path):
-    server.script("plan", PLAN).script("select", '{"0": {"id": "det-small", "reason": null}}').script("respond", "ok")
+    server.script("plan", PLAN).script("select", '{"0": {"id": "det-small", "reason": null}}').script(
+        "respond", "ok"
+    )
     events, _, _ = run(pipeline(server), "detect", tmp_path, files=[photo])
     pick = next(e for e in events if isinstance(e, ModelSelected) and e.task_id == 0)
     assert pick.model == "det-small" and pick.reason == "chosen by the LLM"
@@ -318,10 +397,14 @@ def test_a_base_url_that_answers_with_a_web_page_is_a_clear_llm_error(tmp_path):
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), WebPage)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
-        llm = OpenAICompatibleLLM(base_url=f"http://127.0.0.1:{httpd.server_port}", model="m", api_key="k",
-                                  timeout=5, max_retries=0)
-        done = list(Pipeline(llm=llm, catalog=CATALOG, endpoint=FakeEndpoint()).run(
-            "hi", workspace=Workspace(tmp_path / "c")))[-1]
+        llm = OpenAICompatibleLLM(
+            base_url=f"http://127.0.0.1:{httpd.server_port}", model="m", api_key="k", timeout=5, max_retries=0
+        )
+        done = list(
+            Pipeline(llm=llm, catalog=CATALOG, endpoint=FakeEndpoint()).run(
+                "hi", workspace=Workspace(tmp_path / "c")
+            )
+        )[-1]
         assert done.error.startswith("The LLM m at") and "OpenAI-compatible" in done.error
         with pytest.raises(LLMError, match="OpenAI-compatible"):
             list(llm.stream([{"role": "user", "content": "hi"}], stage="respond"))
@@ -335,8 +418,9 @@ def test_closing_the_answer_stream_hangs_up_on_the_server(server):
 
     server.script("respond", Reply("word " * 400, chunk_delay=0.005))
     llm = OpenAICompatibleLLM(base_url=server.url, model="fake", api_key="k", timeout=5, max_retries=0)
-    stream = llm.stream([{"role": "system", "content": "# Stage: respond"}, {"role": "user", "content": "x"}],
-                        stage="respond")
+    stream = llm.stream(
+        [{"role": "system", "content": "# Stage: respond"}, {"role": "user", "content": "x"}], stage="respond"
+    )
     next(stream)
     stream.close()  # Stop pressed: a paid server must stop generating, not stream to nobody
     deadline = time.monotonic() + 3
@@ -346,17 +430,25 @@ def test_closing_the_answer_stream_hangs_up_on_the_server(server):
 
 
 def test_a_password_in_the_base_url_stays_out_of_errors_and_traces(tmp_path):
-    llm = OpenAICompatibleLLM(base_url="http://user:pw-secret@127.0.0.1:9/v1", model="m", timeout=2, max_retries=0)
-    done = list(Pipeline(llm=llm, catalog=CATALOG, endpoint=FakeEndpoint()).run(
-        "hi", workspace=Workspace(tmp_path / "c")))[-1]
+    llm = OpenAICompatibleLLM(
+        base_url="http://user:pw-secret@127.0.0.1:9/v1", model="m", timeout=2, max_retries=0
+    )
+    done = list(
+        Pipeline(llm=llm, catalog=CATALOG, endpoint=FakeEndpoint()).run(
+            "hi", workspace=Workspace(tmp_path / "c")
+        )
+    )[-1]
     assert "could not be reached" in done.error and "127.0.0.1:9" in done.error
     assert "pw-secret" not in done.error + json.dumps(done.trace, default=str) + llm.describe()
 
 
-@pytest.mark.parametrize("reply", [
-    '<think>det-big {bigger} or det-small?</think>\n{"0": {"id": "det-small", "reason": "smaller"}}',
-    'Here you go: {"0": {"id": "det-small", "reason": "smaller"}} (I weighed {size, speed}).',
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '<think>det-big {bigger} or det-small?</think>\n{"0": {"id": "det-small", "reason": "smaller"}}',
+        'Here you go: {"0": {"id": "det-small", "reason": "smaller"}} (I weighed {size, speed}).',
+    ],
+)
 def test_a_selection_with_thoughts_or_prose_around_it_is_still_read(server, photo, tmp_path, reply):
     server.script("plan", PLAN).script("select", reply).script("respond", "ok")
     events, _, _ = run(pipeline(server), "detect", tmp_path, files=[photo])

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from fakes.llm_server import FakeLLMServer, Reply
+
 from hugginggpt import prompts
 from hugginggpt.llm import LLMError, OpenAICompatibleLLM
 from hugginggpt.plan import FileRules, parse_plan, validate_plan
@@ -49,9 +49,13 @@ def test_malformed_plan_ends_in_valid_plan_or_clear_error(server, case):
 
 
 def test_problems_are_sent_back_and_the_corrected_plan_is_used(server):
-    server.script("plan", '[{"task": "image-captioning", "id": 0, "dep": [-1], "args": {"image": "a.jpg"}}]', VALID)
+    server.script(
+        "plan", '[{"task": "image-captioning", "id": 0, "dep": [-1], "args": {"image": "a.jpg"}}]', VALID
+    )
     rejected = []
-    outcome = make_plan(llm_for(server), "caption it", rules=RULES, on_rejected=lambda a, p: rejected.append((a, p)))
+    outcome = make_plan(
+        llm_for(server), "caption it", rules=RULES, on_rejected=lambda a, p: rejected.append((a, p))
+    )
     assert outcome.error is None and outcome.attempts == 2
     assert [t.task for t in outcome.plan.tasks] == ["image-to-text"]
     assert rejected[0][0] == 1 and "did you mean image-to-text" in rejected[0][1][0]
@@ -102,7 +106,9 @@ def test_timeout_is_a_clear_error(server):
 
 
 def test_unreachable_server_is_a_clear_error():
-    llm = OpenAICompatibleLLM(base_url="http://127.0.0.1:9/v1", model="m", api_key="x", timeout=2, max_retries=0)
+    llm = OpenAICompatibleLLM(
+        base_url="http://127.0.0.1:9/v1", model="m", api_key="x", timeout=2, max_retries=0
+    )
     with pytest.raises(LLMError, match="could not be reached"):
         make_plan(llm, "hi", rules=RULES)
 
@@ -119,7 +125,10 @@ def test_demos_are_valid_and_cover_the_required_shapes():
             shapes.add("empty")
         elif len(plan.tasks) == 1:
             shapes.add("single")
-        elif all(len(t.dep) <= 1 for t in plan.tasks) and len({d for t in plan.tasks for d in t.dep}) == len(plan) - 1:
+        elif (
+            all(len(t.dep) <= 1 for t in plan.tasks)
+            and len({d for t in plan.tasks for d in t.dep}) == len(plan) - 1
+        ):
             shapes.add("chain")
         else:
             shapes.add("dag")
@@ -140,7 +149,10 @@ def test_prompt_lists_every_task_type_and_the_files():
 
 
 def test_history_is_trimmed_to_budget_newest_kept():
-    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "x" * 400} for i in range(20)]
+    history = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "x" * 400}
+        for i in range(20)
+    ]
     kept = trim_history(history, budget_tokens=500)
     assert kept and kept[-1]["content"].startswith("message 19")
     assert sum(len(m["content"]) for m in kept) // 4 <= 500
@@ -151,7 +163,8 @@ def test_reference_spellings_keep_the_text_around_them():
     from hugginggpt.plan import normalize_references
 
     assert normalize_references("about <resource>-7 and <resource-2> or <GENERATED>-3, x") == (
-        "about <resource>-7 and <resource>-2 or <resource>-3, x")
+        "about <resource>-7 and <resource>-2 or <resource>-3, x"
+    )
 
 
 def test_a_bad_request_on_plain_text_is_an_llm_error_and_does_not_mark_schema_unsupported(server):

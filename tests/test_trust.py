@@ -29,8 +29,17 @@ def test_uploads_get_safe_unique_names(two_conversations, tmp_path):
 
 @pytest.mark.parametrize(
     "name",
-    ["../b/uploads/secret_photo.png", "../../etc/passwd", "uploads/../../b/uploads/secret_photo.png",
-     "/etc/passwd", "file:///etc/passwd", "http://example.com/x.png", "", "a\x00b", "missing.png"],
+    [
+        "../b/uploads/secret_photo.png",
+        "../../etc/passwd",
+        "uploads/../../b/uploads/secret_photo.png",
+        "/etc/passwd",
+        "file:///etc/passwd",
+        "http://example.com/x.png",
+        "",
+        "a\x00b",
+        "missing.png",
+    ],
 )
 def test_names_outside_the_conversation_are_refused(two_conversations, name):
     a, _, _ = two_conversations
@@ -240,8 +249,9 @@ def test_a_public_only_llm_client_never_reaches_a_private_address_by_redirect(mo
     monkeypatch.setattr(urlguard, "is_public", only_loopback)  # 127.0.0.1 plays the public internet
     servers = _Redirecting()
     try:
-        guarded = OpenAICompatibleLLM(base_url=servers.url, model="m", api_key="k", timeout=5, max_retries=0,
-                                      public_only=True)
+        guarded = OpenAICompatibleLLM(
+            base_url=servers.url, model="m", api_key="k", timeout=5, max_retries=0, public_only=True
+        )
         with pytest.raises(LLMError, match="127.0.0.2"):
             guarded.complete([{"role": "user", "content": "hi"}], stage="plan")
         assert servers.private_hits == []
@@ -257,8 +267,9 @@ def test_a_public_only_llm_client_talks_to_public_servers(monkeypatch):
     monkeypatch.setattr(urlguard, "is_public", only_loopback)
     with FakeLLMServer() as server:
         server.script("chat", "hello")
-        llm = OpenAICompatibleLLM(base_url=server.url, model="m", api_key="k", timeout=5, max_retries=0,
-                                  public_only=True)
+        llm = OpenAICompatibleLLM(
+            base_url=server.url, model="m", api_key="k", timeout=5, max_retries=0, public_only=True
+        )
         assert llm.complete([{"role": "user", "content": "hi"}], stage="plan") == "hello"
         assert "".join(llm.stream([{"role": "user", "content": "hi"}], stage="respond")) == "hello"
         assert server.requests[0]["messages"][0]["content"] == "hi"

@@ -15,7 +15,33 @@ from pathlib import Path
 
 import pytest
 
-WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "paris", "is", "in", "france", "what", "where", "who", "hello", "world", "summarize", "translate", "english", "german", "speech", "sound", "music", "good", "bad"]
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "sat",
+    "on",
+    "mat",
+    "paris",
+    "is",
+    "in",
+    "france",
+    "what",
+    "where",
+    "who",
+    "hello",
+    "world",
+    "summarize",
+    "translate",
+    "english",
+    "german",
+    "speech",
+    "sound",
+    "music",
+    "good",
+    "bad",
+]
 CHAT_TEMPLATE = (
     "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}</s>{% endfor %}"
     "{% if add_generation_prompt %}<s>assistant:{% endif %}"
@@ -24,11 +50,20 @@ CHAT_TEMPLATE = (
 
 # ---- tokenizers ----------------------------------------------------------------------------------
 
+
 def bert_tokenizer(folder: Path):
     from transformers import BertTokenizer
 
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *"abcdefghijklmnopqrstuvwxyz0123456789?.,!'",
-             *("##" + c for c in "abcdefghijklmnopqrstuvwxyz")]
+    vocab = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        *WORDS,
+        *"abcdefghijklmnopqrstuvwxyz0123456789?.,!'",
+        *("##" + c for c in "abcdefghijklmnopqrstuvwxyz"),
+    ]
     tok = BertTokenizer(vocab={w: i for i, w in enumerate(dict.fromkeys(vocab))})
     tok.save_pretrained(folder)
     return tok
@@ -42,11 +77,16 @@ def bpe_tokenizer(folder: Path, *, chat: bool = False, extra_special: tuple[str,
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=["<pad>", "</s>", "<unk>", "<s>", *extra_special],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=320,
+        special_tokens=["<pad>", "</s>", "<unk>", "<s>", *extra_special],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     bpe.train_from_iterator([" ".join(WORDS)] * 5, trainer)
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="<pad>", eos_token="</s>", unk_token="<unk>",
-                                  bos_token="<s>")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, pad_token="<pad>", eos_token="</s>", unk_token="<unk>", bos_token="<s>"
+    )
     if chat:
         tok.chat_template = CHAT_TEMPLATE
     tok.save_pretrained(folder)
@@ -55,11 +95,19 @@ def bpe_tokenizer(folder: Path, *, chat: bool = False, extra_special: tuple[str,
 
 # ---- text models ---------------------------------------------------------------------------------
 
+
 def _bert_config(tok, **kw):
     from transformers import BertConfig
 
-    return BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                      intermediate_size=37, max_position_embeddings=128, **kw)
+    return BertConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=128,
+        **kw,
+    )
 
 
 def bert_classifier(folder: Path) -> None:
@@ -67,7 +115,9 @@ def bert_classifier(folder: Path) -> None:
 
     tok = bert_tokenizer(folder)
     labels = ["negative", "neutral", "positive"]
-    config = _bert_config(tok, id2label=dict(enumerate(labels)), label2id={n: i for i, n in enumerate(labels)})
+    config = _bert_config(
+        tok, id2label=dict(enumerate(labels)), label2id={n: i for i, n in enumerate(labels)}
+    )
     BertForSequenceClassification(config).save_pretrained(folder)
 
 
@@ -76,7 +126,9 @@ def bert_tagger(folder: Path) -> None:
 
     tok = bert_tokenizer(folder)
     labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
-    config = _bert_config(tok, id2label=dict(enumerate(labels)), label2id={n: i for i, n in enumerate(labels)})
+    config = _bert_config(
+        tok, id2label=dict(enumerate(labels)), label2id={n: i for i, n in enumerate(labels)}
+    )
     BertForTokenClassification(config).save_pretrained(folder)
 
 
@@ -92,11 +144,23 @@ def bert_embedder(folder: Path) -> None:
 
     BertModel(_bert_config(bert_tokenizer(folder))).save_pretrained(folder)
     (folder / "1_Pooling").mkdir()
-    (folder / "1_Pooling" / "config.json").write_text(json.dumps(
-        {"word_embedding_dimension": 32, "pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False}))
-    (folder / "modules.json").write_text(json.dumps([
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    (folder / "1_Pooling" / "config.json").write_text(
+        json.dumps(
+            {
+                "word_embedding_dimension": 32,
+                "pooling_mode_mean_tokens": True,
+                "pooling_mode_cls_token": False,
+            }
+        )
+    )
+    (folder / "modules.json").write_text(
+        json.dumps(
+            [
+                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            ]
+        )
+    )
 
 
 def bert_embedder_dense(folder: Path) -> None:
@@ -105,15 +169,31 @@ def bert_embedder_dense(folder: Path) -> None:
     from safetensors.torch import save_file
 
     bert_embedder(folder)
-    (folder / "1_Pooling" / "config.json").write_text(json.dumps(
-        {"word_embedding_dimension": 32, "pooling_mode_mean_tokens": False, "pooling_mode_cls_token": True}))
+    (folder / "1_Pooling" / "config.json").write_text(
+        json.dumps(
+            {
+                "word_embedding_dimension": 32,
+                "pooling_mode_mean_tokens": False,
+                "pooling_mode_cls_token": True,
+            }
+        )
+    )
     (folder / "2_Dense").mkdir()
-    (folder / "2_Dense" / "config.json").write_text(json.dumps(
-        {"in_features": 32, "out_features": 8, "bias": True,
-         "activation_function": "torch.nn.modules.activation.Tanh"}))
+    (folder / "2_Dense" / "config.json").write_text(
+        json.dumps(
+            {
+                "in_features": 32,
+                "out_features": 8,
+                "bias": True,
+                "activation_function": "torch.nn.modules.activation.Tanh",
+            }
+        )
+    )
     linear = torch.nn.Linear(32, 8)
-    save_file({f"linear.{k}": v.contiguous() for k, v in linear.state_dict().items()},
-              str(folder / "2_Dense" / "model.safetensors"))
+    save_file(
+        {f"linear.{k}": v.contiguous() for k, v in linear.state_dict().items()},
+        str(folder / "2_Dense" / "model.safetensors"),
+    )
     modules = json.loads((folder / "modules.json").read_text())
     modules.append({"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
     (folder / "modules.json").write_text(json.dumps(modules))
@@ -123,30 +203,57 @@ def t5(folder: Path) -> None:
     from transformers import GenerationConfig, T5Config, T5ForConditionalGeneration
 
     tok = bpe_tokenizer(folder)
-    config = T5Config(vocab_size=len(tok), d_model=32, d_ff=37, d_kv=8, num_layers=2, num_heads=2,
-                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-                      decoder_start_token_id=tok.pad_token_id,
-                      task_specific_params={"summarization": {"prefix": "summarize: "},
-                                            "translation_en_to_de": {"prefix": "translate English to German: "}})
+    config = T5Config(
+        vocab_size=len(tok),
+        d_model=32,
+        d_ff=37,
+        d_kv=8,
+        num_layers=2,
+        num_heads=2,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        decoder_start_token_id=tok.pad_token_id,
+        task_specific_params={
+            "summarization": {"prefix": "summarize: "},
+            "translation_en_to_de": {"prefix": "translate English to German: "},
+        },
+    )
     T5ForConditionalGeneration(config).save_pretrained(folder)
-    GenerationConfig(decoder_start_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-                     pad_token_id=tok.pad_token_id, max_new_tokens=8).save_pretrained(folder)
+    GenerationConfig(
+        decoder_start_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        max_new_tokens=8,
+    ).save_pretrained(folder)
 
 
 def _short_generation(folder: Path, tok) -> None:
     """A generation config with a small max_new_tokens, which the handlers honour: fast tests."""
     from transformers import GenerationConfig
 
-    GenerationConfig(bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                     max_new_tokens=16).save_pretrained(folder)
+    GenerationConfig(
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        max_new_tokens=16,
+    ).save_pretrained(folder)
 
 
 def gpt2(folder: Path) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     tok = bpe_tokenizer(folder)
-    GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=2, n_positions=256,
-                               bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)).save_pretrained(folder)
+    GPT2LMHeadModel(
+        GPT2Config(
+            vocab_size=len(tok),
+            n_embd=32,
+            n_layer=2,
+            n_head=2,
+            n_positions=256,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+        )
+    ).save_pretrained(folder)
     _short_generation(folder, tok)
 
 
@@ -154,10 +261,20 @@ def llama_chat(folder: Path) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tok = bpe_tokenizer(folder, chat=True)
-    LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                 num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
-                                 bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                                 pad_token_id=tok.pad_token_id)).save_pretrained(folder)
+    LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=256,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        )
+    ).save_pretrained(folder)
     _short_generation(folder, tok)
 
 
@@ -169,16 +286,26 @@ CHARS = list("abcdefghijklmnopqrstuvwxyz'")
 def _wav2vec2_config(**kw):
     from transformers import Wav2Vec2Config
 
-    return Wav2Vec2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
-                          conv_dim=(16, 16, 16), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4),
-                          num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, **kw)
+    return Wav2Vec2Config(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        conv_dim=(16, 16, 16),
+        conv_stride=(5, 4, 4),
+        conv_kernel=(10, 4, 4),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        **kw,
+    )
 
 
 def _wav2vec2_features():
     from transformers import Wav2Vec2FeatureExtractor
 
-    return Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
-                                    return_attention_mask=False)
+    return Wav2Vec2FeatureExtractor(
+        feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True, return_attention_mask=False
+    )
 
 
 def wav2vec2_ctc(folder: Path) -> None:
@@ -196,13 +323,25 @@ def wav2vec2_audio_classifier(folder: Path) -> None:
 
     labels = ["speech", "music", "noise", "silence"]
     _wav2vec2_features().save_pretrained(folder)
-    config = _wav2vec2_config(id2label=dict(enumerate(labels)), label2id={n: i for i, n in enumerate(labels)},
-                              classifier_proj_size=16)
+    config = _wav2vec2_config(
+        id2label=dict(enumerate(labels)),
+        label2id={n: i for i, n in enumerate(labels)},
+        classifier_proj_size=16,
+    )
     Wav2Vec2ForSequenceClassification(config).save_pretrained(folder)
 
 
-WHISPER_SPECIAL = ("<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|translate|>", "<|transcribe|>",
-                   "<|startoflm|>", "<|startofprev|>", "<|nocaptions|>", "<|notimestamps|>")
+WHISPER_SPECIAL = (
+    "<|endoftext|>",
+    "<|startoftranscript|>",
+    "<|en|>",
+    "<|translate|>",
+    "<|transcribe|>",
+    "<|startoflm|>",
+    "<|startofprev|>",
+    "<|nocaptions|>",
+    "<|notimestamps|>",
+)
 
 
 def whisper(folder: Path) -> None:
@@ -220,23 +359,47 @@ def whisper(folder: Path) -> None:
     for token in WHISPER_SPECIAL:
         vocab.setdefault(token, len(vocab))
     merges = json.loads(bpe.backend_tokenizer.to_str())["model"]["merges"]
-    tokenizer = WhisperTokenizer(vocab=vocab, merges=[tuple(m) if isinstance(m, list) else tuple(m.split()) for m in merges])
+    tokenizer = WhisperTokenizer(
+        vocab=vocab, merges=[tuple(m) if isinstance(m, list) else tuple(m.split()) for m in merges]
+    )
     tokenizer.add_special_tokens({"additional_special_tokens": list(WHISPER_SPECIAL[1:])})
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in WHISPER_SPECIAL}
     WhisperProcessor(WhisperFeatureExtractor(feature_size=80), tokenizer).save_pretrained(folder)
     eot, sot = ids["<|endoftext|>"], ids["<|startoftranscript|>"]
-    config = WhisperConfig(vocab_size=len(tokenizer), d_model=32, encoder_layers=1, decoder_layers=1,
-                           encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
-                           decoder_ffn_dim=32, num_mel_bins=80, max_source_positions=1500, max_target_positions=64,
-                           pad_token_id=eot, bos_token_id=eot, eos_token_id=eot, decoder_start_token_id=sot,
-                           begin_suppress_tokens=None, suppress_tokens=None)
+    config = WhisperConfig(
+        vocab_size=len(tokenizer),
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        num_mel_bins=80,
+        max_source_positions=1500,
+        max_target_positions=64,
+        pad_token_id=eot,
+        bos_token_id=eot,
+        eos_token_id=eot,
+        decoder_start_token_id=sot,
+        begin_suppress_tokens=None,
+        suppress_tokens=None,
+    )
     WhisperForConditionalGeneration(config).save_pretrained(folder)
     # Whisper's generate reads its language/task/timestamp token ids from the generation config.
-    GenerationConfig(decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, bos_token_id=eot,
-                     max_length=24, is_multilingual=True, lang_to_id={"<|en|>": ids["<|en|>"]},
-                     task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
-                     no_timestamps_token_id=ids["<|notimestamps|>"], begin_suppress_tokens=[],
-                     suppress_tokens=[]).save_pretrained(folder)
+    GenerationConfig(
+        decoder_start_token_id=sot,
+        eos_token_id=eot,
+        pad_token_id=eot,
+        bos_token_id=eot,
+        max_length=24,
+        is_multilingual=True,
+        lang_to_id={"<|en|>": ids["<|en|>"]},
+        task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
+        no_timestamps_token_id=ids["<|notimestamps|>"],
+        begin_suppress_tokens=[],
+        suppress_tokens=[],
+    ).save_pretrained(folder)
 
 
 def vits(folder: Path) -> None:
@@ -246,13 +409,27 @@ def vits(folder: Path) -> None:
     vocab = {t: i for i, t in enumerate(["<pad>", "<unk>", " ", *CHARS, *".,?!-"])}
     (folder / "vocab.json").write_text(json.dumps(vocab))
     VitsTokenizer(str(folder / "vocab.json"), phonemize=False, add_blank=True).save_pretrained(folder)
-    config = VitsConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        ffn_dim=16, flow_size=16, spectrogram_bins=17, upsample_initial_channel=16,
-                        upsample_rates=[4, 4], upsample_kernel_sizes=[8, 8], resblock_kernel_sizes=[3],
-                        resblock_dilation_sizes=[[1, 3]], duration_predictor_filter_channels=16,
-                        prior_encoder_num_flows=1, prior_encoder_num_wavenet_layers=1,
-                        posterior_encoder_num_wavenet_layers=1, duration_predictor_num_flows=1,
-                        depth_separable_num_layers=1, sampling_rate=16000)
+    config = VitsConfig(
+        vocab_size=len(vocab),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        ffn_dim=16,
+        flow_size=16,
+        spectrogram_bins=17,
+        upsample_initial_channel=16,
+        upsample_rates=[4, 4],
+        upsample_kernel_sizes=[8, 8],
+        resblock_kernel_sizes=[3],
+        resblock_dilation_sizes=[[1, 3]],
+        duration_predictor_filter_channels=16,
+        prior_encoder_num_flows=1,
+        prior_encoder_num_wavenet_layers=1,
+        posterior_encoder_num_wavenet_layers=1,
+        duration_predictor_num_flows=1,
+        depth_separable_num_layers=1,
+        sampling_rate=16000,
+    )
     VitsModel(config).save_pretrained(folder)
 
 
@@ -263,9 +440,18 @@ def _speecht5_processor(folder: Path):
     from transformers import SpeechT5FeatureExtractor, SpeechT5Processor, SpeechT5Tokenizer
 
     buffer = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter([" ".join(WORDS)] * 20), model_writer=buffer,
-                                   vocab_size=40, model_type="char", character_coverage=1.0,
-                                   pad_id=0, bos_id=1, eos_id=2, unk_id=3, minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([" ".join(WORDS)] * 20),
+        model_writer=buffer,
+        vocab_size=40,
+        model_type="char",
+        character_coverage=1.0,
+        pad_id=0,
+        bos_id=1,
+        eos_id=2,
+        unk_id=3,
+        minloglevel=2,
+    )
     (folder / "spm_char.model").write_bytes(buffer.getvalue())
     tokenizer = SpeechT5Tokenizer(str(folder / "spm_char.model"))
     processor = SpeechT5Processor(SpeechT5FeatureExtractor(), tokenizer)
@@ -278,17 +464,39 @@ def _speecht5(folder: Path, model_class: str) -> None:
     from transformers import SpeechT5Config, SpeechT5HifiGan, SpeechT5HifiGanConfig
 
     processor = _speecht5_processor(folder)
-    config = SpeechT5Config(vocab_size=len(processor.tokenizer), hidden_size=32, encoder_layers=1, decoder_layers=1,
-                            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
-                            decoder_ffn_dim=32, speech_decoder_prenet_units=32, speech_decoder_postnet_units=32,
-                            speech_decoder_postnet_layers=2, speaker_embedding_dim=16, num_mel_bins=80,
-                            reduction_factor=2, conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 4),
-                            num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
-                            max_text_positions=256, max_speech_positions=64)
+    config = SpeechT5Config(
+        vocab_size=len(processor.tokenizer),
+        hidden_size=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        speech_decoder_prenet_units=32,
+        speech_decoder_postnet_units=32,
+        speech_decoder_postnet_layers=2,
+        speaker_embedding_dim=16,
+        num_mel_bins=80,
+        reduction_factor=2,
+        conv_dim=(16, 16),
+        conv_stride=(5, 4),
+        conv_kernel=(10, 4),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        max_text_positions=256,
+        max_speech_positions=64,
+    )
     getattr(transformers, model_class)(config).save_pretrained(folder)
-    vocoder = SpeechT5HifiGanConfig(model_in_dim=80, upsample_initial_channel=32, upsample_rates=[4, 4],
-                                    upsample_kernel_sizes=[8, 8], resblock_kernel_sizes=[3],
-                                    resblock_dilation_sizes=[[1, 3]], sampling_rate=16000)
+    vocoder = SpeechT5HifiGanConfig(
+        model_in_dim=80,
+        upsample_initial_channel=32,
+        upsample_rates=[4, 4],
+        upsample_kernel_sizes=[8, 8],
+        resblock_kernel_sizes=[3],
+        resblock_dilation_sizes=[[1, 3]],
+        sampling_rate=16000,
+    )
     SpeechT5HifiGan(vocoder).save_pretrained(folder / "vocoder")
 
 
@@ -300,7 +508,9 @@ def speecht5_vc(folder: Path) -> None:
     _speecht5(folder, "SpeechT5ForSpeechToSpeech")
 
 
-def write_tone(path: Path, *, seconds: float = 1.0, rate: int = 22050, channels: int = 1, fmt: str | None = None) -> Path:
+def write_tone(
+    path: Path, *, seconds: float = 1.0, rate: int = 22050, channels: int = 1, fmt: str | None = None
+) -> Path:
     """A 440 Hz tone (with some noise) written by soundfile: wav, flac or ogg by the suffix."""
     import numpy as np
     import soundfile as sf
@@ -335,8 +545,11 @@ def _fit_classifier():
 
 
 def _skops_config(folder: Path, file: str) -> None:
-    (folder / "config.json").write_text(json.dumps(
-        {"sklearn": {"columns": IRIS_COLUMNS, "model": {"file": file}, "task": "tabular-classification"}}))
+    (folder / "config.json").write_text(
+        json.dumps(
+            {"sklearn": {"columns": IRIS_COLUMNS, "model": {"file": file}, "task": "tabular-classification"}}
+        )
+    )
 
 
 def sklearn_skops(folder: Path) -> None:

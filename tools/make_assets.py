@@ -68,7 +68,7 @@ def synth_speech(path: Path, *, seconds: float = 2.5, rate: int = 16_000, seed: 
     voice = np.zeros_like(t)
     for k in range(1, 30):  # harmonics, loud where they fall near a formant
         freq = k * pitch
-        gain = np.exp(-((freq - f1) / 120) ** 2) + 0.6 * np.exp(-((freq - f2) / 180) ** 2) + 0.02
+        gain = np.exp(-(((freq - f1) / 120) ** 2)) + 0.6 * np.exp(-(((freq - f2) / 180) ** 2)) + 0.02
         voice += gain * np.sin(k * phase) * (freq < rate / 2)
     envelope = np.clip(np.sin(np.pi * (t * 4) % np.pi), 0, 1) ** 0.7  # syllable rhythm with short gaps
     envelope *= np.minimum(1, np.minimum(t, seconds - t) / 0.05)

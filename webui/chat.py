@@ -27,7 +27,7 @@ from hugginggpt.config import INFERENCE_MODES, Settings
 from hugginggpt.endpoints import Endpoint, HostedEndpoint, LocalEndpoint, RoutedEndpoint
 from hugginggpt.events import Done
 from hugginggpt.factory import DEFAULT_SERVER_MODEL, build_catalog, build_llm
-from hugginggpt.llm import OPENAI_BASE_URL, LLM, LocalChatLLM, Message, without_credentials
+from hugginggpt.llm import LLM, OPENAI_BASE_URL, LocalChatLLM, Message, without_credentials
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.workspace import Workspace
 
@@ -89,7 +89,9 @@ class ChatApp:
         self.llm = llm  # injected: shared by every session (its call log is too)
         self.max_upload_bytes = max_upload_bytes
         # On a public Space a typed base URL must not reach the host's private network.
-        self.public_llm_only = bool(os.environ.get("SPACE_ID")) if public_llm_only is None else public_llm_only
+        self.public_llm_only = (
+            bool(os.environ.get("SPACE_ID")) if public_llm_only is None else public_llm_only
+        )
         self.workdir = Path(settings.workdir).resolve()
         self.max_conversations = max_conversations
         self._conversations: OrderedDict[str, Conversation] = OrderedDict()
@@ -163,12 +165,17 @@ class ChatApp:
         return replace(s, llm_model=choice.model.strip() or s.llm_model, inference=mode, top_k=max(1, top_k))
 
     def llm_for(self, s: Settings) -> LLM:
-        if self.llm is not None and (s.llm_base_url, s.llm_model) == (self.settings.llm_base_url, self.settings.llm_model):
+        if self.llm is not None and (s.llm_base_url, s.llm_model) == (
+            self.settings.llm_base_url,
+            self.settings.llm_model,
+        ):
             return self.llm
         if s.uses_server:
             # A URL a visitor typed: no redirect or second DNS answer may lead to the host's network.
             typed = self.public_llm_only and s.llm_base_url != self.settings.llm_base_url
-            return build_llm(s, public_only=typed)  # a client per request: its call log is this request's trace
+            return build_llm(
+                s, public_only=typed
+            )  # a client per request: its call log is this request's trace
         name = s.llm_model or s.local_llm_model
         with self._lock:  # a local model is loaded once and shared
             if name not in self._local_llms:
@@ -181,7 +188,9 @@ class ChatApp:
         with self._lock:  # one local runtime and one hosted client for every session
             if "local" not in self._backends:
                 self._backends["local"] = LocalEndpoint()
-                self._backends["hosted"] = HostedEndpoint(token=self.settings.hf_token, provider=self.settings.hf_provider)
+                self._backends["hosted"] = HostedEndpoint(
+                    token=self.settings.hf_token, provider=self.settings.hf_provider
+                )
         local = on_gpu(self._backends["local"], context) if mode in ("local", "hybrid") else None
         hosted = self._backends["hosted"] if mode in ("hosted", "hybrid") else None
         return RoutedEndpoint(mode, local=local, hosted=hosted)
@@ -197,20 +206,30 @@ class ChatApp:
         else:
             llm = f"{s.llm_model or s.local_llm_model} (local transformers; no LLM server configured)"
         endpoint = self.endpoint_for(s.inference).describe()
-        return f"**LLM:** {llm} · **Models run:** {endpoint} · **Catalog:** {len(self.catalog)} models · top-K {s.top_k}"
+        return (
+            f"**LLM:** {llm} · **Models run:** {endpoint} · "
+            f"**Catalog:** {len(self.catalog)} models · top-K {s.top_k}"
+        )
 
     def welcome(self) -> list[dict[str, Any]]:
         if self.settings.uses_server:
             return []
-        return [{"role": "assistant", "content": (
-            f"No LLM server is configured, so the controller is the local model "
-            f"`{self.settings.local_llm_model}` (downloaded on first use, slow without a GPU). " + CONFIGURE_HINT
-        )}]
+        return [
+            {
+                "role": "assistant",
+                "content": (
+                    f"No LLM server is configured, so the controller is the local model "
+                    f"`{self.settings.local_llm_model}` (downloaded on first use, slow without a GPU). "
+                    + CONFIGURE_HINT
+                ),
+            }
+        ]
 
     # ---- one request --------------------------------------------------------------------------
 
-    def respond(self, session: str, message: dict[str, Any] | str | None, choice: LLMChoice, *,
-                poll: float = 0.05) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
+    def respond(
+        self, session: str, message: dict[str, Any] | str | None, choice: LLMChoice, *, poll: float = 0.05
+    ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
         """Yields (chat messages, trace files, still running) as the request advances."""
         conv = self.conversation(session)
         text, files = _split_message(message)
@@ -227,7 +246,12 @@ class ChatApp:
         problems = [p for f in files if (p := check_upload(f, max_bytes=self.max_upload_bytes))]
         if problems:
             bad = [{"role": "user", "content": text or "(files only)"}]
-            conv.display += bad + [_note("\n\n".join(problems) + "\n\nNothing was run. Send the request again with an image or audio file that opens.")]
+            conv.display += bad + [
+                _note(
+                    "\n\n".join(problems)
+                    + "\n\nNothing was run. Send the request again with an image or audio file that opens."
+                )
+            ]
             yield conv.display, conv.traces, False
             return
         if not text:
@@ -236,8 +260,12 @@ class ChatApp:
             return
         try:
             s = self.request_settings(choice)
-            pipeline = Pipeline(llm=self.llm_for(s), catalog=self.catalog,
-                                endpoint=self.endpoint_for(s.inference, contextvars.copy_context()), settings=s)
+            pipeline = Pipeline(
+                llm=self.llm_for(s),
+                catalog=self.catalog,
+                endpoint=self.endpoint_for(s.inference, contextvars.copy_context()),
+                settings=s,
+            )
         except ValueError as e:
             conv.display += user + [_note(f"**Settings problem:** {e}")]
             yield conv.display, conv.traces, False
@@ -255,8 +283,10 @@ class ChatApp:
         view = RunView(f"r{conv.requests}")
         events: queue.Queue = queue.Queue()
         worker = threading.Thread(
-            target=_drive, args=(pipeline, text, conv, [Path(f) for f in files], cancel, events),
-            name=f"hugginggpt-{session[:8]}", daemon=True,
+            target=_drive,
+            args=(pipeline, text, conv, [Path(f) for f in files], cancel, events),
+            name=f"hugginggpt-{session[:8]}",
+            daemon=True,
         )
         worker.start()
         try:
@@ -268,7 +298,9 @@ class ChatApp:
                 except queue.Empty:
                     if cancel.is_set():
                         stop_deadline = stop_deadline or time.monotonic() + STOP_GRACE_SECONDS
-                        if time.monotonic() > stop_deadline:  # a blocking call (the LLM) is still out: move on
+                        if (
+                            time.monotonic() > stop_deadline
+                        ):  # a blocking call (the LLM) is still out: move on
                             view.feed(Done(answer="", error="cancelled"))
                             break
                     continue
@@ -307,10 +339,18 @@ class ChatApp:
         conv.history += [{"role": "assistant", "content": done.answer or f"(no answer: {done.error})"}]
 
 
-def _drive(pipeline: Pipeline, text: str, conv: Conversation, files: list[Path], cancel: threading.Event,
-           events: queue.Queue) -> None:
+def _drive(
+    pipeline: Pipeline,
+    text: str,
+    conv: Conversation,
+    files: list[Path],
+    cancel: threading.Event,
+    events: queue.Queue,
+) -> None:
     """Runs the pipeline in its own thread, so the chat can give up on it at once when stopped."""
-    run = pipeline.run(text, workspace=conv.workspace, files=files, history=list(conv.history), cancelled=cancel)
+    run = pipeline.run(
+        text, workspace=conv.workspace, files=files, history=list(conv.history), cancelled=cancel
+    )
     try:
         for event in run:
             events.put(event)

@@ -17,7 +17,9 @@ from hugginggpt.endpoints import Endpoint, StopSignal
 GPU_SECONDS = 120  # the longest one model call may hold the GPU
 
 
-def _run(endpoint: Endpoint, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> list[Artifact]:
+def _run(
+    endpoint: Endpoint, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path
+) -> list[Artifact]:
     return endpoint.run(task, model, inputs, out_dir)
 
 
@@ -35,8 +37,12 @@ def on_gpu(endpoint: Endpoint, context: contextvars.Context | None = None) -> En
 
 
 class GPUEndpoint(Endpoint):
-    def __init__(self, inner: Endpoint, runner: Callable[..., list[Artifact]],
-                 context: contextvars.Context | None = None):
+    def __init__(
+        self,
+        inner: Endpoint,
+        runner: Callable[..., list[Artifact]],
+        context: contextvars.Context | None = None,
+    ):
         self.inner = inner
         self.runner = runner
         self.context = context
@@ -48,8 +54,15 @@ class GPUEndpoint(Endpoint):
     def can_run(self, model: ModelCard) -> bool:
         return self.inner.can_run(model)
 
-    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *,
-            stop: StopSignal | None = None) -> list[Artifact]:
+    def run(
+        self,
+        task: str,
+        model: ModelCard,
+        inputs: dict[str, Any],
+        out_dir: Path,
+        *,
+        stop: StopSignal | None = None,
+    ) -> list[Artifact]:
         # `stop` stays here: ZeroGPU runs the call in another process, which would not see it set.
         if self.context is None:
             return self.runner(self.inner, task, model, inputs, out_dir)

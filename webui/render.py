@@ -78,8 +78,11 @@ class RunView:
     def _box(self, key: str, title: str, content: str = "", *, status: str = "pending") -> dict[str, Any]:
         box = self._boxes.get(key)
         if box is None:
-            box = {"role": "assistant", "content": content,
-                   "metadata": {"title": title, "id": f"{self.prefix}-{key}", "status": status}}
+            box = {
+                "role": "assistant",
+                "content": content,
+                "metadata": {"title": title, "id": f"{self.prefix}-{key}", "status": status},
+            }
             self._boxes[key] = box
             self._started[key] = self.clock()
             self.messages.append(box)
@@ -118,11 +121,19 @@ class RunView:
                 n = len(plan.tasks)
                 title = f"Plan: {n} task{'s' if n != 1 else ''}" if n else "Plan: no model needed"
                 self._close("plan", title=title + (f" (after {attempts} attempts)" if attempts > 1 else ""))
-            case ModelSelected(task_id=i, task=task, model=model, reason=reason, candidates=candidates,
-                               substituted=substituted):
+            case ModelSelected(
+                task_id=i,
+                task=task,
+                model=model,
+                reason=reason,
+                candidates=candidates,
+                substituted=substituted,
+            ):
                 if "select" in self._boxes:
                     select = self._boxes["select"]
-                    select["content"] = (select["content"] + f"\n- task {i} ({task}): {model_link(model)}").strip()
+                    select["content"] = (
+                        select["content"] + f"\n- task {i} ({task}): {model_link(model)}"
+                    ).strip()
                 self._close_select()
                 box = self._task_box(i, task)
                 box["metadata"]["title"] = f"Task {i} · {task} · {model} · waiting"

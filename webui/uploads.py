@@ -20,7 +20,8 @@ def check_upload(path: str | Path, *, max_bytes: int, shown_name: str | None = N
     name = shown_name or path.name
     kind = kind_of_file(path)
     if kind not in ACCEPTED:
-        return f"'{name}' was not used: only images and audio files are accepted (got '{path.suffix or 'no suffix'}')."
+        kind = path.suffix or "no suffix"
+        return f"'{name}' was not used: only images and audio files are accepted (got '{kind}')."
     try:
         size = path.stat().st_size
     except OSError:

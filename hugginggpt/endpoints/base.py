@@ -32,8 +32,15 @@ class Endpoint(ABC):
         """Cheap check, no loading: may this endpoint be offered `model`?"""
 
     @abstractmethod
-    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *,
-            stop: StopSignal | None = None) -> list[Artifact]:
+    def run(
+        self,
+        task: str,
+        model: ModelCard,
+        inputs: dict[str, Any],
+        out_dir: Path,
+        *,
+        stop: StopSignal | None = None,
+    ) -> list[Artifact]:
         """Run `task` with `model`.
 
         `inputs` maps the task's argument names to values: a str for text arguments, an absolute

@@ -397,8 +397,15 @@ class HostedEndpoint(Endpoint):
             )
         return InferenceClient(model=model.id, provider=self.provider, token=self.token, timeout=self.timeout)
 
-    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *,
-            stop: StopSignal | None = None) -> list[Artifact]:
+    def run(
+        self,
+        task: str,
+        model: ModelCard,
+        inputs: dict[str, Any],
+        out_dir: Path,
+        *,
+        stop: StopSignal | None = None,
+    ) -> list[Artifact]:
         # `stop` ends the retries; an HTTP call in flight cannot be taken back (the time-out bounds it).
         op = self._op(task, model)
         if op is None:
@@ -419,8 +426,9 @@ class HostedEndpoint(Endpoint):
             message = f"{where}: unexpected output for {task}: {_short(exc)}"
             raise EndpointError(_redact(message, self.token)) from exc
 
-    def _call_with_retries(self, op: _Op, model: ModelCard, inputs: dict[str, Any], where: str,
-                           stop: StopSignal | None = None) -> Any:
+    def _call_with_retries(
+        self, op: _Op, model: ModelCard, inputs: dict[str, Any], where: str, stop: StopSignal | None = None
+    ) -> Any:
         from huggingface_hub.errors import HfHubHTTPError, InferenceTimeoutError, OfflineModeIsEnabled
 
         client = self._client(model)

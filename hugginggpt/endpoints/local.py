@@ -30,8 +30,15 @@ class LocalEndpoint(Endpoint):
             model.task, model.source, library=model.library, size_bytes=model.size_bytes
         )
 
-    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *,
-            stop: StopSignal | None = None) -> list[Artifact]:
+    def run(
+        self,
+        task: str,
+        model: ModelCard,
+        inputs: dict[str, Any],
+        out_dir: Path,
+        *,
+        stop: StopSignal | None = None,
+    ) -> list[Artifact]:
         try:
             import models_local
         except ImportError as exc:

@@ -34,8 +34,15 @@ class RoutedEndpoint(Endpoint):
     def can_run(self, model: ModelCard) -> bool:
         return any(b.can_run(model) for b in self.backends)
 
-    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *,
-            stop: StopSignal | None = None) -> list[Artifact]:
+    def run(
+        self,
+        task: str,
+        model: ModelCard,
+        inputs: dict[str, Any],
+        out_dir: Path,
+        *,
+        stop: StopSignal | None = None,
+    ) -> list[Artifact]:
         errors: list[tuple[str, Exception]] = []
         for backend in self.backends:
             if not backend.can_run(model):

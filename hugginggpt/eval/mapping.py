@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-
 TASKBENCH_TO_PROJECT: dict[str, str] = {
     "Token Classification": "token-classification",
     "Translation": "translation",
@@ -55,4 +54,3 @@ def to_taskbench(task: str, args: Mapping[str, str] | None = None) -> str | None
         prompt = (args or {}).get("text", "")
         return "Image Editing" if prompt.strip() else "Image-to-Image"
     return _PROJECT_TO_TASKBENCH.get(task)
-

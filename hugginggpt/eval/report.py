@@ -66,7 +66,8 @@ def write_report(result: dict[str, Any], out: Path) -> Path:
         f"# Planning evaluation: {meta['label']}",
         "",
         (
-            f"Data: `{meta['data']}`; {meta['samples']} samples, {meta['with_record']} with a prediction record, "
+            f"Data: `{meta['data']}`; {meta['samples']} samples, "
+            f"{meta['with_record']} with a prediction record, "
             f"{table['overall']['predicted']} with a valid plan; "
             f"{meta['samples'] - table['overall']['predicted']} scored as an empty plan (missing prediction)."
         ),

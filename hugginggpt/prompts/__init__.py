@@ -39,6 +39,8 @@ def demo_messages(shots: int | None = None) -> list[dict[str, str]]:
     messages = []
     for demo in picked:
         files = [{"kind": kind, "name": name, "new": True} for kind, name in (demo["files"] or {}).items()]
-        messages.append({"role": "user", "content": render("plan", "user", request=demo["request"], files=files)})
+        messages.append(
+            {"role": "user", "content": render("plan", "user", request=demo["request"], files=files)}
+        )
         messages.append({"role": "assistant", "content": json.dumps({"tasks": demo["plan"]})})
     return messages

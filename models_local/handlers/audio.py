@@ -27,6 +27,7 @@ def _config(folder: str) -> Any:
 
 # ---- automatic-speech-recognition ----------------------------------------------------------------
 
+
 def _load_asr(folder: str, device: Device) -> Bundle:
     from transformers import AutoProcessor, pipeline
 
@@ -34,8 +35,13 @@ def _load_asr(folder: str, device: Device) -> Bundle:
     auto = "AutoModelForSpeechSeq2Seq" if _config(folder).is_encoder_decoder else "AutoModelForCTC"
     model = load_model(auto, folder, device)
     processor = AutoProcessor.from_pretrained(folder)
-    asr = pipeline("automatic-speech-recognition", model=model, tokenizer=processor.tokenizer,
-                   feature_extractor=processor.feature_extractor, device=model.device)
+    asr = pipeline(
+        "automatic-speech-recognition",
+        model=model,
+        tokenizer=processor.tokenizer,
+        feature_extractor=processor.feature_extractor,
+        device=model.device,
+    )
     return Bundle(model, processor, device, extra=asr)
 
 
@@ -51,6 +57,7 @@ def _transcribe(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
 
 
 # ---- audio-classification ------------------------------------------------------------------------
+
 
 def _load_audio_classifier(folder: str, device: Device) -> Bundle:
     from transformers import AutoFeatureExtractor
@@ -71,6 +78,7 @@ def _classify_audio(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
 
 # ---- SpeechT5 pieces (text-to-speech and audio-to-audio) -----------------------------------------
 
+
 def _vocoder(folder: str, device: Device) -> Any:
     """The HiFi-GAN that turns SpeechT5's spectrograms into sound: the repo's own, else the default."""
     from transformers import SpeechT5HifiGan
@@ -84,7 +92,9 @@ def _vocoder(folder: str, device: Device) -> Any:
         try:  # through the HF cache, honouring HF_HUB_OFFLINE, like every other model
             source = snapshot_download(DEFAULT_VOCODER, allow_patterns=["*.json", "*.safetensors", "*.bin"])
         except Exception as exc:
-            raise RuntimeUnsupported(f"SpeechT5 needs the vocoder {DEFAULT_VOCODER}, not available: {exc}") from exc
+            raise RuntimeUnsupported(
+                f"SpeechT5 needs the vocoder {DEFAULT_VOCODER}, not available: {exc}"
+            ) from exc
     return SpeechT5HifiGan.from_pretrained(source, dtype=device.dtype).to(device.name).eval()
 
 
@@ -103,8 +113,12 @@ def _speecht5(auto: str, folder: str, device: Device) -> Bundle:
     from transformers import SpeechT5Processor
 
     model = load_model(auto, folder, device)
-    return Bundle(model, SpeechT5Processor.from_pretrained(folder), device,
-                  extra={"vocoder": _vocoder(folder, device), "speaker": _speaker(folder, model)})
+    return Bundle(
+        model,
+        SpeechT5Processor.from_pretrained(folder),
+        device,
+        extra={"vocoder": _vocoder(folder, device), "speaker": _speaker(folder, model)},
+    )
 
 
 def _maxlenratio(config: Any, encoder_length: int) -> float:
@@ -125,6 +139,7 @@ def _write_speech(b: Bundle, waveform: Any, out: Outputs) -> None:
 
 
 # ---- text-to-speech ------------------------------------------------------------------------------
+
 
 def _load_tts(folder: str, device: Device) -> Bundle:
     kind = _config(folder).model_type
@@ -149,7 +164,9 @@ def _speak(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
 
     if b.model.config.model_type == "vits":
         enc = b.processor(inputs["text"], return_tensors="pt")
-        if enc["input_ids"].shape[-1] == 0:  # VITS drops characters outside its alphabet; nothing left crashes it
+        if (
+            enc["input_ids"].shape[-1] == 0
+        ):  # VITS drops characters outside its alphabet; nothing left crashes it
             raise ValueError(f"this voice cannot speak any character of {inputs['text'][:80]!r}")
         with torch.inference_mode():
             waveform = b.model(**to_device(enc, b)).waveform[0]
@@ -158,12 +175,17 @@ def _speak(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     enc = b.processor(text=inputs["text"], return_tensors="pt")
     ids = enc["input_ids"][:, : b.model.config.max_text_positions].to(b.device.name)
     with torch.inference_mode():
-        waveform = b.model.generate_speech(ids, b.extra["speaker"], vocoder=b.extra["vocoder"],
-                                           maxlenratio=_maxlenratio(b.model.config, ids.shape[-1]))
+        waveform = b.model.generate_speech(
+            ids,
+            b.extra["speaker"],
+            vocoder=b.extra["vocoder"],
+            maxlenratio=_maxlenratio(b.model.config, ids.shape[-1]),
+        )
     _write_speech(b, waveform, out)
 
 
 # ---- audio-to-audio ------------------------------------------------------------------------------
+
 
 def _load_voice_converter(folder: str, device: Device) -> Bundle:
     kind = _config(folder).model_type
@@ -179,12 +201,16 @@ def _convert(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     rate = b.processor.feature_extractor.sampling_rate
     samples = read_audio(inputs["audio"], rate)
     per_frame = math.prod(config.conv_stride)
-    samples = samples[: (config.max_speech_positions - 2) * per_frame]  # what the encoder's positions can hold
+    samples = samples[
+        : (config.max_speech_positions - 2) * per_frame
+    ]  # what the encoder's positions can hold
     features = b.processor(audio=samples, sampling_rate=rate, return_tensors="pt")
     values = features["input_values"].to(b.device.name, b.model.dtype)
     ratio = _maxlenratio(config, _speech_frames(config, values.shape[-1]))
     with torch.inference_mode():
-        waveform = b.model.generate_speech(values, b.extra["speaker"], vocoder=b.extra["vocoder"], maxlenratio=ratio)
+        waveform = b.model.generate_speech(
+            values, b.extra["speaker"], vocoder=b.extra["vocoder"], maxlenratio=ratio
+        )
     _write_speech(b, waveform, out)
 
 

@@ -89,8 +89,11 @@ class Outputs:
 
 def tensors_to(enc: Any, device: Device) -> dict[str, Any]:
     """Tensors onto the model's device; floating ones (pixels) in its dtype, token ids untouched."""
-    return {k: v.to(device.name, dtype=device.dtype) if v.is_floating_point() else v.to(device.name)
-            for k, v in enc.items() if hasattr(v, "is_floating_point")}
+    return {
+        k: v.to(device.name, dtype=device.dtype) if v.is_floating_point() else v.to(device.name)
+        for k, v in enc.items()
+        if hasattr(v, "is_floating_point")
+    }
 
 
 def stopping_criteria(out: Outputs) -> dict[str, Any]:

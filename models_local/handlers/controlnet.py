@@ -40,6 +40,7 @@ def _rgb(array: Any) -> Any:
 
 # ---- canny --------------------------------------------------------------------------------------
 
+
 def canny(grey: Any, low: float = CANNY_LOW, high: float = CANNY_HIGH) -> Any:
     """Canny edges of a 2-D grey image (0-255) as a bool array: Sobel gradients, thinning to local
     maxima along the gradient direction, then hysteresis (weak edges kept only where they touch a
@@ -59,11 +60,16 @@ def canny(grey: Any, low: float = CANNY_LOW, high: float = CANNY_HIGH) -> Any:
     h, w = magnitude.shape
 
     def shifted(dy: int, dx: int) -> Any:
-        return padded[1 + dy: 1 + dy + h, 1 + dx: 1 + dx + w]
+        return padded[1 + dy : 1 + dy + h, 1 + dx : 1 + dx + w]
 
     keep = np.zeros_like(magnitude, dtype=bool)
-    for lo, hi, (dy, dx) in ((0, 22.5, (0, 1)), (157.5, 180.1, (0, 1)), (22.5, 67.5, (1, 1)),
-                             (67.5, 112.5, (1, 0)), (112.5, 157.5, (1, -1))):
+    for lo, hi, (dy, dx) in (
+        (0, 22.5, (0, 1)),
+        (157.5, 180.1, (0, 1)),
+        (22.5, 67.5, (1, 1)),
+        (67.5, 112.5, (1, 0)),
+        (112.5, 157.5, (1, -1)),
+    ):
         sector = (angle >= lo) & (angle < hi)
         keep |= sector & (magnitude >= shifted(dy, dx)) & (magnitude >= shifted(-dy, -dx))
     thin = np.where(keep, magnitude, 0)
@@ -87,6 +93,7 @@ def _canny(_: Algorithm, inputs: dict[str, str], out: Outputs) -> None:
 
 
 # ---- depth and normals --------------------------------------------------------------------------
+
 
 def _depth_control(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
     image = read_image(inputs["image"])
@@ -118,6 +125,7 @@ def _normal_control(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
 
 # ---- segmentation map ---------------------------------------------------------------------------
 
+
 def _seg_control(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
     import numpy as np
 
@@ -138,8 +146,25 @@ def _seg_control(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
 # OpenPose order: nose, neck, r-shoulder, r-elbow, r-wrist, l-shoulder, l-elbow, l-wrist, r-hip,
 # r-knee, r-ankle, l-hip, l-knee, l-ankle, r-eye, l-eye, r-ear, l-ear.
 COCO_TO_OPENPOSE = [0, None, 6, 8, 10, 5, 7, 9, 12, 14, 16, 11, 13, 15, 2, 1, 4, 3]
-LIMBS = [(1, 2), (1, 5), (2, 3), (3, 4), (5, 6), (6, 7), (1, 8), (8, 9), (9, 10), (1, 11), (11, 12),
-         (12, 13), (1, 0), (0, 14), (14, 16), (0, 15), (15, 17)]
+LIMBS = [
+    (1, 2),
+    (1, 5),
+    (2, 3),
+    (3, 4),
+    (5, 6),
+    (6, 7),
+    (1, 8),
+    (8, 9),
+    (9, 10),
+    (1, 11),
+    (11, 12),
+    (12, 13),
+    (1, 0),
+    (0, 14),
+    (14, 16),
+    (0, 15),
+    (15, 17),
+]
 
 
 @dataclass
@@ -213,6 +238,7 @@ def _openpose_control(pose: PoseModel, inputs: dict[str, str], out: Outputs) -> 
 
 # ---- generation from a control image ------------------------------------------------------------
 
+
 def _load_controlnet(source: str, device: Device) -> Any:
     from diffusers import ControlNetModel, StableDiffusionControlNetPipeline
 
@@ -232,8 +258,12 @@ def _load_controlnet(source: str, device: Device) -> Any:
 
 def _control_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
     control = diffusion.fit(read_image(inputs["image"]), diffusion.default_side(pipe))
-    result = pipe(prompt=inputs["text"], image=control, num_inference_steps=diffusion.STEPS,
-                  **diffusion.stoppable(pipe, out))
+    result = pipe(
+        prompt=inputs["text"],
+        image=control,
+        num_inference_steps=diffusion.STEPS,
+        **diffusion.stoppable(pipe, out),
+    )
     out.image(result.images[0])
 
 
@@ -249,5 +279,8 @@ GENERATORS = ("canny", "depth", "hed", "mlsd", "normal", "openpose", "seg")
 
 HANDLERS = {
     **{f"{c}-control": handler for c, handler in CONTROLS.items()},
-    **{f"{c}-text-to-image": Handler(_load_controlnet, _control_to_image, library="diffusers") for c in GENERATORS},
+    **{
+        f"{c}-text-to-image": Handler(_load_controlnet, _control_to_image, library="diffusers")
+        for c in GENERATORS
+    },
 }

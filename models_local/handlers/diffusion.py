@@ -68,6 +68,7 @@ def stoppable(pipe: Any, out: Outputs) -> dict[str, Any]:
         return {}
     params = call_params(type(pipe))
     if "callback_on_step_end" in params:
+
         def on_step_end(pipe: Any, step: int, timestep: Any, tensors: dict[str, Any]) -> dict[str, Any]:
             out.check_stop()
             return tensors
@@ -79,6 +80,7 @@ def stoppable(pipe: Any, out: Outputs) -> dict[str, Any]:
 
 
 # ---- text-to-image ------------------------------------------------------------------------------
+
 
 def _load_text_to_image(source: str, device: Device) -> Any:
     from diffusers import AutoPipelineForText2Image
@@ -93,6 +95,7 @@ def _text_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
 
 
 # ---- image-to-image -----------------------------------------------------------------------------
+
 
 def _load_image_to_image(source: str, device: Device) -> Any:
     from diffusers import AutoPipelineForImage2Image
@@ -122,6 +125,7 @@ def _image_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
 
 # ---- text-to-video ------------------------------------------------------------------------------
 
+
 def _load_text_to_video(source: str, device: Device) -> Any:
     from .. import video
 
@@ -136,8 +140,13 @@ def _load_text_to_video(source: str, device: Device) -> Any:
 def _text_to_video(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
     from .. import video
 
-    result = pipe(prompt=inputs["text"], num_inference_steps=STEPS, num_frames=VIDEO_FRAMES, output_type="np",
-                  **stoppable(pipe, out))
+    result = pipe(
+        prompt=inputs["text"],
+        num_inference_steps=STEPS,
+        num_frames=VIDEO_FRAMES,
+        output_type="np",
+        **stoppable(pipe, out),
+    )
     frames = result.frames[0]  # (frames, height, width, 3) floats in [0, 1], first video of the batch
     out.file("video", video.write_mp4(frames, out.new_path(".mp4"), fps=VIDEO_FPS))
 

@@ -34,17 +34,28 @@ class VisionLanguage:
 
 
 def load(source: str, device: Device, *, task: str) -> VisionLanguage:
-    from transformers import (AutoConfig, AutoImageProcessor, AutoModelForImageTextToText,
-                              AutoModelForVisualQuestionAnswering, AutoProcessor, AutoTokenizer,
-                              PreTrainedTokenizerBase)
+    from transformers import (
+        AutoConfig,
+        AutoImageProcessor,
+        AutoModelForImageTextToText,
+        AutoModelForVisualQuestionAnswering,
+        AutoProcessor,
+        AutoTokenizer,
+        PreTrainedTokenizerBase,
+    )
     from transformers.models.auto.modeling_auto import MODEL_FOR_VISUAL_QUESTION_ANSWERING_MAPPING_NAMES
 
     config = AutoConfig.from_pretrained(source)
     if config.model_type in OCR_MODELS:
-        raise RuntimeUnsupported(f"{config.model_type} models need OCR words and boxes (tesseract), which "
-                                 "the local runtime does not provide; use an OCR-free model (Donut, a "
-                                 "vision-language model)")
-    if task == "visual-question-answering" and config.model_type in MODEL_FOR_VISUAL_QUESTION_ANSWERING_MAPPING_NAMES:
+        raise RuntimeUnsupported(
+            f"{config.model_type} models need OCR words and boxes (tesseract), which "
+            "the local runtime does not provide; use an OCR-free model (Donut, a "
+            "vision-language model)"
+        )
+    if (
+        task == "visual-question-answering"
+        and config.model_type in MODEL_FOR_VISUAL_QUESTION_ANSWERING_MAPPING_NAMES
+    ):
         model = AutoModelForVisualQuestionAnswering.from_pretrained(source, dtype=device.dtype)
     else:
         model = AutoModelForImageTextToText.from_pretrained(source, dtype=device.dtype)
@@ -84,14 +95,17 @@ def ask(vl: VisionLanguage, image: Any, question: str | None, out: Outputs) -> t
 
     if vl.kind == "chat":
         content = [{"type": "image"}, {"type": "text", "text": question or CAPTION_PROMPT}]
-        prompt = vl.processor.apply_chat_template([{"role": "user", "content": content}],
-                                                  add_generation_prompt=True)
+        prompt = vl.processor.apply_chat_template(
+            [{"role": "user", "content": content}], add_generation_prompt=True
+        )
         enc = vl.processor(images=image, text=prompt, return_tensors="pt")
     elif vl.kind == "donut":
         # Donut's DocVQA task prompt; the answer comes back between <s_answer> tags.
         prompt = f"<s_docvqa><s_question>{question or ''}</s_question><s_answer>"
         enc = vl.processor(images=image, return_tensors="pt")
-        enc["decoder_input_ids"] = vl.tokenizer(prompt, add_special_tokens=False, return_tensors="pt").input_ids
+        enc["decoder_input_ids"] = vl.tokenizer(
+            prompt, add_special_tokens=False, return_tensors="pt"
+        ).input_ids
     elif question:
         enc = vl.processor(images=image, text=question, return_tensors="pt")
     else:  # a captioner; the processor may be an image processor alone (VisionEncoderDecoder repos)
@@ -108,9 +122,12 @@ def ask(vl: VisionLanguage, image: Any, question: str | None, out: Outputs) -> t
         answer = re.sub(r"<[^>]+>", " ", answer)  # leftover special tokens
         return " ".join(answer.split()), None
     prompt_ids = enc.get("input_ids")
-    if prompt_ids is not None and ids.shape[1] > prompt_ids.shape[1] and torch.equal(
-            ids[:, : prompt_ids.shape[1]], prompt_ids.to(ids.device)):
-        ids = ids[:, prompt_ids.shape[1]:]  # decoder-only models echo the prompt
+    if (
+        prompt_ids is not None
+        and ids.shape[1] > prompt_ids.shape[1]
+        and torch.equal(ids[:, : prompt_ids.shape[1]], prompt_ids.to(ids.device))
+    ):
+        ids = ids[:, prompt_ids.shape[1] :]  # decoder-only models echo the prompt
     return " ".join(vl.tokenizer.batch_decode(ids, skip_special_tokens=True)[0].split()), None
 
 

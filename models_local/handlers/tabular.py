@@ -69,8 +69,10 @@ def _load(source: str, device: Device) -> Table:
 
         model = joblib.load(path)
     else:
-        raise RuntimeUnsupported(f"{path.name} is a pickle, which can run code when loaded; "
-                                 "set HUGGINGGPT_TRUST_PICKLE=1 to allow it")
+        raise RuntimeUnsupported(
+            f"{path.name} is a pickle, which can run code when loaded; "
+            "set HUGGINGGPT_TRUST_PICKLE=1 to allow it"
+        )
     if not hasattr(model, "predict"):
         raise RuntimeUnsupported(f"{path.name} holds a {type(model).__name__}, not a classifier")
     columns = settings.get("columns") if settings is not None else None
@@ -129,8 +131,12 @@ def _classify(table: Table, inputs: dict[str, str], out: Outputs) -> None:
             item["score"] = scores[str(item["label"])]
             item["scores"] = scores
         results.append(item)
-    out.text("; ".join(f"row {r['row']}: {r['label']}" + (f" ({r['score']:.2f})" if "score" in r else "")
-                       for r in results))
+    out.text(
+        "; ".join(
+            f"row {r['row']}: {r['label']}" + (f" ({r['score']:.2f})" if "score" in r else "")
+            for r in results
+        )
+    )
     out.data(results)
 
 

@@ -30,6 +30,7 @@ class Bundle:
 
 # ---- helpers shared with the audio handlers ------------------------------------------------------
 
+
 def load_model(auto_class: str, folder: str, device: Device) -> Any:
     """`transformers.<auto_class>.from_pretrained` in the device dtype, moved to the device, eval mode."""
     import transformers
@@ -62,8 +63,10 @@ def scored_labels(logits: Any, config: Any, *, top_k: int = TOP_K) -> list[dict]
     scores = torch.sigmoid(logits) if multi else torch.softmax(logits, dim=-1)
     best = torch.argsort(scores, descending=True)[:top_k]
     names = getattr(config, "id2label", None) or {}
-    return [{"label": str(names.get(int(i), f"LABEL_{int(i)}")), "score": round(float(scores[i]), 4)}
-            for i in best]
+    return [
+        {"label": str(names.get(int(i), f"LABEL_{int(i)}")), "score": round(float(scores[i]), 4)}
+        for i in best
+    ]
 
 
 def write_labels(out: Outputs, logits: Any, config: Any) -> None:
@@ -94,21 +97,29 @@ def _generate_kwargs(model: Any, tokenizer: Any) -> dict:
 
 # ---- text-classification -------------------------------------------------------------------------
 
+
 def _load_classifier(folder: str, device: Device) -> Bundle:
-    return Bundle(load_model("AutoModelForSequenceClassification", folder, device), _tokenizer(folder), device)
+    return Bundle(
+        load_model("AutoModelForSequenceClassification", folder, device), _tokenizer(folder), device
+    )
 
 
 def _classify(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     import torch
 
-    enc = b.processor(inputs["text"], truncation=True, max_length=_max_length(b.processor, b.model.config),
-                      return_tensors="pt")
+    enc = b.processor(
+        inputs["text"],
+        truncation=True,
+        max_length=_max_length(b.processor, b.model.config),
+        return_tensors="pt",
+    )
     with torch.inference_mode():
         logits = b.model(**to_device(enc, b)).logits[0]
     write_labels(out, logits, b.model.config)
 
 
 # ---- token-classification ------------------------------------------------------------------------
+
 
 def _load_tagger(folder: str, device: Device) -> Bundle:
     from transformers import pipeline
@@ -117,26 +128,34 @@ def _load_tagger(folder: str, device: Device) -> Bundle:
     tokenizer = _tokenizer(folder)
     # "simple" groups sub-words into whole entities; it needs a fast tokenizer's offsets
     strategy = "simple" if getattr(tokenizer, "is_fast", False) else "none"
-    tagger = pipeline("token-classification", model=model, tokenizer=tokenizer, device=model.device,
-                      aggregation_strategy=strategy)
+    tagger = pipeline(
+        "token-classification",
+        model=model,
+        tokenizer=tokenizer,
+        device=model.device,
+        aggregation_strategy=strategy,
+    )
     return Bundle(model, tokenizer, device, extra=tagger)
 
 
 def _tag(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     entities = []
     for e in b.extra(inputs["text"]):
-        entities.append({
-            "entity": str(e.get("entity_group") or e.get("entity")),
-            "word": str(e["word"]),
-            "score": round(float(e["score"]), 4),
-            "start": None if e.get("start") is None else int(e["start"]),
-            "end": None if e.get("end") is None else int(e["end"]),
-        })
+        entities.append(
+            {
+                "entity": str(e.get("entity_group") or e.get("entity")),
+                "word": str(e["word"]),
+                "score": round(float(e["score"]), 4),
+                "start": None if e.get("start") is None else int(e["start"]),
+                "end": None if e.get("end") is None else int(e["end"]),
+            }
+        )
     out.text("; ".join(f"{e['word']} ({e['entity']})" for e in entities) or "no entities found")
     out.data(entities)
 
 
 # ---- seq2seq: text2text-generation, summarization, translation (and encoder-decoder chat) --------
+
 
 def _load_seq2seq(folder: str, device: Device) -> Bundle:
     model = load_model("AutoModelForSeq2SeqLM", folder, device)
@@ -170,8 +189,9 @@ def _seq2seq(task: str):
         import torch
 
         text = _task_prefix(b.model.config, task) + inputs["text"]
-        enc = b.processor(text, truncation=True, max_length=_max_length(b.processor, b.model.config),
-                          return_tensors="pt")
+        enc = b.processor(
+            text, truncation=True, max_length=_max_length(b.processor, b.model.config), return_tensors="pt"
+        )
         kwargs = _generate_kwargs(b.model, b.processor) | ((b.extra or {}) if task == "translation" else {})
         with torch.inference_mode():
             ids = b.model.generate(**to_device(enc, b), **kwargs, **stopping_criteria(out))
@@ -182,6 +202,7 @@ def _seq2seq(task: str):
 
 
 # ---- text-generation and conversational ----------------------------------------------------------
+
 
 def _load_generator(folder: str, device: Device) -> Bundle:
     from transformers import AutoConfig
@@ -201,16 +222,22 @@ def _generator(task: str):
             return
         chat = bool(getattr(tok, "chat_template", None))
         if chat:  # instruction-tuned: the prompt is a user turn, the output is the assistant's reply
-            enc = tok.apply_chat_template([{"role": "user", "content": inputs["text"]}],
-                                          add_generation_prompt=True, return_tensors="pt", return_dict=True)
+            enc = tok.apply_chat_template(
+                [{"role": "user", "content": inputs["text"]}],
+                add_generation_prompt=True,
+                return_tensors="pt",
+                return_dict=True,
+            )
         elif task == "conversational" and tok.eos_token:  # DialoGPT style: turns separated by end-of-text
             enc = tok(inputs["text"] + tok.eos_token, return_tensors="pt")
         else:  # a base model continues the prompt
             enc = tok(inputs["text"], return_tensors="pt")
         with torch.inference_mode():
-            ids = b.model.generate(**to_device(enc, b), **_generate_kwargs(b.model, tok), **stopping_criteria(out))
+            ids = b.model.generate(
+                **to_device(enc, b), **_generate_kwargs(b.model, tok), **stopping_criteria(out)
+            )
         out.check_stop()
-        new = tok.decode(ids[0][enc["input_ids"].shape[-1]:], skip_special_tokens=True)
+        new = tok.decode(ids[0][enc["input_ids"].shape[-1] :], skip_special_tokens=True)
         # a reply stands alone; a continuation is returned with its prompt, as the HF pipeline does
         out.text(new.strip() if chat or task == "conversational" else inputs["text"] + new)
 
@@ -232,9 +259,17 @@ def _answer(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     question, context = inputs["text"], inputs["context"]
     max_len = min(_max_length(b.processor, b.model.config), 512)
     # Long contexts are split into overlapping windows; the best span over all windows wins.
-    enc = b.processor(question, context, truncation="only_second", max_length=max_len, stride=max_len // 4,
-                      return_overflowing_tokens=True, return_offsets_mapping=True, padding=True,
-                      return_tensors="pt")
+    enc = b.processor(
+        question,
+        context,
+        truncation="only_second",
+        max_length=max_len,
+        stride=max_len // 4,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        padding=True,
+        return_tensors="pt",
+    )
     offsets = enc.pop("offset_mapping")
     windows = len(enc["input_ids"])
     sequence_ids = [enc.sequence_ids(i) for i in range(windows)]
@@ -260,6 +295,7 @@ def _answer(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
 
 # ---- sentence-similarity -------------------------------------------------------------------------
 
+
 @dataclass
 class Head:
     """What a sentence-transformers folder puts after the encoder: pooling, then optional Dense layers."""
@@ -273,7 +309,9 @@ def _dense(folder: Path, device: Device) -> Any:
     import torch
 
     settings = json.loads((folder / "config.json").read_text())
-    linear = torch.nn.Linear(settings["in_features"], settings["out_features"], bias=settings.get("bias", True))
+    linear = torch.nn.Linear(
+        settings["in_features"], settings["out_features"], bias=settings.get("bias", True)
+    )
     if (folder / "model.safetensors").is_file():
         from safetensors.torch import load_file
 
@@ -317,8 +355,13 @@ def _load_embedder(folder: str, device: Device) -> Bundle:
 def _similarity(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     import torch
 
-    enc = b.processor([inputs["text"], inputs["text2"]], padding=True, truncation=True,
-                      max_length=_max_length(b.processor, b.model.config), return_tensors="pt")
+    enc = b.processor(
+        [inputs["text"], inputs["text2"]],
+        padding=True,
+        truncation=True,
+        max_length=_max_length(b.processor, b.model.config),
+        return_tensors="pt",
+    )
     enc = to_device(enc, b)
     head: Head = b.extra
     with torch.inference_mode():

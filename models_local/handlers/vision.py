@@ -41,14 +41,21 @@ def palette(n: int) -> list[tuple[int, int, int]]:
 
 # ---- object detection ---------------------------------------------------------------------------
 
+
 def _detect(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
     from PIL import ImageDraw
 
     image = read_image(inputs["image"])
     threshold = float(inputs.get("threshold", DETECTION_THRESHOLD))
     found = sorted(pipe(image, threshold=threshold), key=lambda f: -f["score"])
-    objects = [{"label": f["label"], "score": round(float(f["score"]), 4),
-                "box": {k: int(f["box"][k]) for k in ("xmin", "ymin", "xmax", "ymax")}} for f in found]
+    objects = [
+        {
+            "label": f["label"],
+            "score": round(float(f["score"]), 4),
+            "box": {k: int(f["box"][k]) for k in ("xmin", "ymin", "xmax", "ymax")},
+        }
+        for f in found
+    ]
 
     annotated = image.copy()
     draw = ImageDraw.Draw(annotated)
@@ -58,11 +65,17 @@ def _detect(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
     for o in objects:
         b = o["box"]
         draw.rectangle((b["xmin"], b["ymin"], b["xmax"], b["ymax"]), outline=colours[o["label"]], width=width)
-        draw.text((b["xmin"] + width + 1, b["ymin"] + width), f"{o['label']} {o['score']:.2f}",
-                  fill=colours[o["label"]])
+        draw.text(
+            (b["xmin"] + width + 1, b["ymin"] + width),
+            f"{o['label']} {o['score']:.2f}",
+            fill=colours[o["label"]],
+        )
     out.image(annotated)
-    out.text(_count_summary([o["label"] for o in objects], "object") if objects
-             else f"No object found with a score of at least {threshold:g}.")
+    out.text(
+        _count_summary([o["label"] for o in objects], "object")
+        if objects
+        else f"No object found with a score of at least {threshold:g}."
+    )
     out.data(objects)
 
 
@@ -76,6 +89,7 @@ def _count_summary(labels: list[str], noun: str) -> str:
 
 # ---- classification -----------------------------------------------------------------------------
 
+
 def _classify(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
     image = read_image(inputs["image"])
     found = pipe(image, top_k=TOP_K)
@@ -85,6 +99,7 @@ def _classify(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
 
 
 # ---- segmentation -------------------------------------------------------------------------------
+
 
 def segment(pipe: Any, image: Any) -> list[dict[str, Any]]:
     """Segments as {label, score, mask (bool numpy array, H x W)}, largest first."""
@@ -113,18 +128,26 @@ def _segment(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
         mask = s["mask"]
         overlay[mask] = 0.45 * base[mask] + 0.55 * np.array(colours[s["label"]], dtype=np.float32)
         ys, xs = np.nonzero(mask)
-        data.append({
-            "label": s["label"],
-            "score": None if s["score"] is None else round(float(s["score"]), 4),
-            "area": round(float(mask.mean()), 4),  # fraction of the image
-            "box": {"xmin": int(xs.min()), "ymin": int(ys.min()), "xmax": int(xs.max()), "ymax": int(ys.max())},
-        })
+        data.append(
+            {
+                "label": s["label"],
+                "score": None if s["score"] is None else round(float(s["score"]), 4),
+                "area": round(float(mask.mean()), 4),  # fraction of the image
+                "box": {
+                    "xmin": int(xs.min()),
+                    "ymin": int(ys.min()),
+                    "xmax": int(xs.max()),
+                    "ymax": int(ys.max()),
+                },
+            }
+        )
     out.image(Image.fromarray(overlay.clip(0, 255).astype(np.uint8)))
     out.text(", ".join(f"{d['label']} ({d['area']:.0%} of the image)" for d in data) or "No segment found.")
     out.data(data)
 
 
 # ---- depth --------------------------------------------------------------------------------------
+
 
 def depth_map(pipe: Any, image: Any) -> Any:
     """The model's relative depth at the image's size, as a float32 numpy array (H x W)."""

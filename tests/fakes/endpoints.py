@@ -40,8 +40,9 @@ class FakeEndpoint(Endpoint):
     def can_run(self, model: ModelCard) -> bool:
         return model.id not in self.unrunnable
 
-    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *,
-            stop: Any = None) -> list[Artifact]:
+    def run(
+        self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *, stop: Any = None
+    ) -> list[Artifact]:
         with self._lock:
             self.calls.append((task, model.id, dict(inputs)))
             self.running += 1

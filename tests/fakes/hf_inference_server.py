@@ -9,7 +9,8 @@ Each model URL is http://127.0.0.1:PORT/<task>/<name>; the first path segment sa
 server plays (chat completions arrive at .../v1/chat/completions). Requests are checked the way a
 real server would read them (binary image or audio bodies must decode, JSON bodies must carry
 `inputs`), and answers are derived from the input (image size, sample count, words) so a test can
-tell that the input really travelled. `loopback_only()` lets huggingface_hub talk to it. Scripted faults per task are served first, in order:
+tell that the input really travelled. `loopback_only()` lets huggingface_hub talk to it.
+Scripted faults per task are served first, in order:
 HTTP errors (503 loading, 429 rate limit, ...) and slow replies for time-outs.
 """
 

@@ -100,7 +100,9 @@ class FakeLLMServer:
                 with fake._lock:
                     fake.requests.append({"stage": stage, **body})
                 if fake.reject_schema and body.get("response_format", {}).get("type") == "json_schema":
-                    return self._json(400, {"error": {"message": "response_format json_schema is not supported"}})
+                    return self._json(
+                        400, {"error": {"message": "response_format json_schema is not supported"}}
+                    )
                 reply = fake._next(stage, body)
                 time.sleep(fake.latency + reply.delay)
                 if reply.status != 200:
@@ -143,9 +145,17 @@ class FakeLLMServer:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Connection", "close")
                 self.end_headers()
-                base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake"}
+                base = {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": "fake",
+                }
                 for piece in re.findall(r"\S+\s*|\s+", reply.content):
-                    chunk = {**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                    chunk = {
+                        **base,
+                        "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+                    }
                     try:
                         self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                         self.wfile.flush()
@@ -158,7 +168,9 @@ class FakeLLMServer:
                 end = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
                 self.wfile.write(f"data: {json.dumps(end)}\n\n".encode())
                 if body.get("stream_options", {}).get("include_usage"):
-                    self.wfile.write(f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n".encode())
+                    self.wfile.write(
+                        f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n".encode()
+                    )
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
                 self.close_connection = True
