@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
@@ -107,13 +108,15 @@ def plan_steps(
     max_retries: int = 2,
     rules: FileRules | None = None,
     history_tokens: int = 1500,
+    cancelled: threading.Event | None = None,
 ) -> Generator[PlanRejected, None, PlanOutcome]:
     """Ask for a plan; while it has problems, show them to the LLM and ask again (bounded).
 
     Yields a PlanRejected event for each rejected plan as it happens; returns the PlanOutcome.
     `rules=None` leaves literal file names unchecked (as for benchmark requests that only mention
     files); otherwise a file argument must name one of `rules.uploads`.
-    LLMError (the backend failing) propagates: that is not the plan's fault.
+    LLMError (the backend failing) propagates: that is not the plan's fault. Once `cancelled` is
+    set no correction is asked for: the outcome then has no plan and no error.
     """
     messages = planning_messages(
         request, files=files, history=history, shots=shots, history_tokens=history_tokens
@@ -136,6 +139,8 @@ def plan_steps(
             return outcome
         outcome.problems.append(problems)
         yield PlanRejected(attempt, problems)
+        if cancelled is not None and cancelled.is_set():
+            return outcome
         messages = [
             *messages,
             {"role": "assistant", "content": reply},

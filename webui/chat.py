@@ -25,7 +25,7 @@ from hugginggpt import urlguard
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import INFERENCE_MODES, Settings
 from hugginggpt.endpoints import Endpoint, HostedEndpoint, LocalEndpoint, RoutedEndpoint
-from hugginggpt.events import Done
+from hugginggpt.events import Done, ErrorKind, Outcome
 from hugginggpt.factory import DEFAULT_SERVER_MODEL, build_catalog, build_llm
 from hugginggpt.llm import LLM, OPENAI_BASE_URL, LocalChatLLM, Message, without_credentials
 from hugginggpt.pipeline import Pipeline
@@ -38,6 +38,7 @@ from .uploads import check_upload
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_UPLOAD_BYTES = 20_000_000
+ENDED_EARLY = "Internal error: the request ended early."
 BUSY = "A request is still running in this conversation: wait for it, or press Stop."
 STOP_GRACE_SECONDS = 2.0  # after Stop, how long the run may take to wind down before the chat moves on
 
@@ -301,11 +302,11 @@ class ChatApp:
                         if (
                             time.monotonic() > stop_deadline
                         ):  # a blocking call (the LLM) is still out: move on
-                            view.feed(Done(answer="", error="cancelled"))
+                            view.feed(Done(Outcome.CANCELLED))
                             break
                     continue
                 if event is None:  # the worker ended without Done: cannot happen unless it crashed
-                    view.feed(Done(answer="", error="Internal error: the request ended early."))
+                    view.feed(Done(Outcome.FAILED, error=ENDED_EARLY, error_kind=ErrorKind.INTERNAL))
                     break
                 view.feed(event)
                 while view.done is None:  # coalesce what is already there into one update
@@ -326,14 +327,13 @@ class ChatApp:
     def _finish(self, conv: Conversation, text: str, view: RunView) -> None:
         done = view.done
         assert done is not None
-        if done.error == "cancelled":
+        if done.outcome is Outcome.CANCELLED:
             view.note("Stopped." + (" The partial answer above was kept." if done.answer else ""))
         elif done.error:
-            hint = f"\n\n{CONFIGURE_HINT}" if _is_llm_failure(done.error) else ""
+            hint = f"\n\n{CONFIGURE_HINT}" if done.error_kind is ErrorKind.LLM else ""
             view.note(f"**Error:** {done.error}{hint}")
-        trace_file = done.trace.get("trace_file")
-        if trace_file:
-            conv.traces = [*conv.traces, trace_file]
+        if done.trace_file:
+            conv.traces = [*conv.traces, str(done.trace_file)]
         conv.display += view.messages
         conv.history += [{"role": "user", "content": text}]
         conv.history += [{"role": "assistant", "content": done.answer or f"(no answer: {done.error})"}]
@@ -378,10 +378,6 @@ def _split_message(message: dict[str, Any] | str | None) -> tuple[str, list[str]
         if path:
             files.append(str(path))
     return str(message.get("text") or "").strip(), files
-
-
-def _is_llm_failure(error: str) -> bool:
-    return error.startswith(("The LLM ", "The local LLM "))
 
 
 def _note(text: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Where models run. The pipeline talks to every endpoint through `Endpoint`."""
 
-from .base import Endpoint, EndpointError, ModelUnavailable, StopSignal
+from .base import Endpoint, EndpointError, ModelUnavailable, Stopped, StopSignal
 from .hosted import HostedEndpoint
 from .local import LocalEndpoint
 from .router import POLICIES, RoutedEndpoint
@@ -26,5 +26,6 @@ __all__ = [
     "ModelUnavailable",
     "RoutedEndpoint",
     "StopSignal",
+    "Stopped",
     "build_endpoint",
 ]

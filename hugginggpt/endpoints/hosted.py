@@ -25,7 +25,7 @@ from ..artifacts import Artifact
 from ..catalog import ModelCard
 from ..llm import _short
 from ..tasks import CONTROLS
-from .base import Endpoint, EndpointError, ModelUnavailable, StopSignal
+from .base import Endpoint, EndpointError, ModelUnavailable, Stopped, StopSignal
 
 # Hosts that belong to Hugging Face: the HF token may always be sent there. Any other endpoint
 # URL (it comes from a catalog card, which a user may have added) gets it only when allowed.
@@ -445,7 +445,7 @@ class HostedEndpoint(Endpoint):
                     if attempt < self.retries:
                         time.sleep(self._wait(exc.response, attempt))
                         if stop is not None and stop.is_set():
-                            raise EndpointError(f"{where}: stopped") from None
+                            raise Stopped(f"{where}: stopped") from None
                         continue
                     tries = self.retries + 1
                     raise EndpointError(

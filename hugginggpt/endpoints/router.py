@@ -7,7 +7,7 @@ from typing import Any
 
 from ..artifacts import Artifact
 from ..catalog import ModelCard
-from .base import Endpoint, EndpointError, ModelUnavailable, StopSignal
+from .base import Endpoint, EndpointError, ModelUnavailable, Stopped, StopSignal
 
 POLICIES = ("local", "hosted", "hybrid")
 
@@ -49,10 +49,11 @@ class RoutedEndpoint(Endpoint):
                 errors.append((backend.name, ModelUnavailable(f"cannot run {model.id}")))
                 continue
             if stop is not None and stop.is_set():
-                errors.append((backend.name, EndpointError("stopped")))  # no fallback for a stopped call
-                break
+                raise Stopped(f"{model.id}: stopped")  # no fallback for a stopped call
             try:
                 return backend.run(task, model, inputs, out_dir, stop=stop)
+            except Stopped:
+                raise
             except EndpointError as exc:
                 errors.append((backend.name, exc))
             except Exception as exc:  # noqa: BLE001 (a backend bug must not stop the fallback either)
