@@ -15,6 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import urlguard
+from .text import shorten
+
 OPENAI_BASE_URL = "https://api.openai.com/v1"  # where a key without a base URL goes
 
 Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": str}
@@ -139,11 +142,11 @@ class OpenAICompatibleLLM(LLM):
                 api_key=api_key or "not-needed",
                 timeout=timeout,
                 max_retries=max_retries,
-                http_client=_public_only_client(timeout) if public_only else None,
+                http_client=urlguard.public_only_client(timeout) if public_only else None,
             )
         except Exception as e:  # the HTTP client's own URL error type; a typed URL is the user's input
             raise ValueError(
-                f"the LLM base URL {self.base_url} is not a usable URL: {_short(str(e))}"
+                f"the LLM base URL {self.base_url} is not a usable URL: {shorten(str(e))}"
             ) from None
         self._learnt: dict[str, bool] = {}  # shared by recording() views, e.g. whether json_schema works
 
@@ -235,9 +238,9 @@ class OpenAICompatibleLLM(LLM):
         elif isinstance(error, openai.AuthenticationError):
             cause = "it refused the API key (HTTP 401); check the key"
         elif isinstance(error, openai.APIStatusError):
-            cause = f"it answered HTTP {error.status_code}: {_short(self._hide(error.message))}"
+            cause = f"it answered HTTP {error.status_code}: {shorten(self._hide(error.message))}"
         else:
-            cause = _short(self._hide(str(error)))
+            cause = shorten(self._hide(str(error)))
         return f"The LLM {self.describe()} failed: {cause}"
 
 
@@ -271,7 +274,7 @@ class LocalChatLLM(LLM):
                         model = AutoModelForCausalLM.from_pretrained(self.model, dtype="auto")
                 except OSError as e:
                     raise LLMError(
-                        f"The local LLM {self.model} could not be loaded: {_short(str(e))}"
+                        f"The local LLM {self.model} could not be loaded: {shorten(str(e))}"
                     ) from None
                 self._loaded.update(tokenizer=tokenizer, model=model.eval())
             return self._loaded["tokenizer"], self._loaded["model"]
@@ -334,7 +337,7 @@ class LocalChatLLM(LLM):
             abandoned.set()  # a no-op when generation is over; else it stops at the next token
         worker.join()
         if failed:
-            raise LLMError(f"The local LLM {self.model} failed: {_short(str(failed[0]))}")
+            raise LLMError(f"The local LLM {self.model} failed: {shorten(str(failed[0]))}")
         prompt_length = int(inputs["input_ids"].shape[-1])
         completion = int(generated[0].shape[-1]) - prompt_length if generated else 0
         call.usage = Usage(prompt_length, completion)
@@ -352,46 +355,7 @@ def without_credentials(url: str) -> str:
 
 def _refusal(error: BaseException) -> str | None:
     """The urlguard refusal behind a connection error, if that is what it was."""
-    from .urlguard import URLRefused
-
     seen = error.__cause__
-    while seen is not None and not isinstance(seen, URLRefused):
+    while seen is not None and not isinstance(seen, urlguard.URLRefused):
         seen = seen.__cause__
     return str(seen) if seen is not None else None
-
-
-def _public_only_client(timeout: float) -> Any:
-    """An HTTP client for the openai package whose every request (each redirect hop and retry) is
-    checked by urlguard and sent to the checked address, so that neither a redirect nor a second DNS
-    answer reaches a private network. Host header, TLS SNI and certificate keep the host name."""
-    import httpx2  # the HTTP client the openai package is built on
-    import openai
-
-    from . import urlguard
-
-    class PublicOnly(httpx2.BaseTransport):
-        def __init__(self) -> None:
-            self._inner = httpx2.HTTPTransport(trust_env=False)
-
-        def handle_request(self, request: Any) -> Any:
-            url = request.url
-            try:
-                address = urlguard.check_url(str(url), allowed=urlguard.is_public)[0]
-            except urlguard.URLRefused as e:  # as a connection error, which the openai client reports
-                raise httpx2.ConnectError(str(e), request=request) from e
-            request.headers["Host"] = url.netloc.decode("ascii")
-            if url.scheme == "https":
-                request.extensions = {**request.extensions, "sni_hostname": url.host}
-            request.url = url.copy_with(host=str(address))
-            return self._inner.handle_request(request)
-
-        def close(self) -> None:
-            self._inner.close()
-
-    # trust_env=False: a proxy from the environment would bypass the transport's check.
-    return openai.DefaultHttpxClient(transport=PublicOnly(), timeout=timeout, trust_env=False)
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -51,7 +51,7 @@ class Recording(Endpoint):
 
 
 def routed(policy: str, local: Recording, hosted: Recording) -> RoutedEndpoint:
-    return RoutedEndpoint(policy, local=local, hosted=hosted)
+    return RoutedEndpoint(policy, {"local": local, "hosted": hosted})
 
 
 def test_hybrid_runs_local_first_and_stops_there(tmp_path):
@@ -181,7 +181,7 @@ def test_policies_and_describe():
     with pytest.raises(ValueError, match="local, hosted, hybrid"):
         build_endpoint("cloud")
     with pytest.raises(ValueError, match="no backend"):
-        RoutedEndpoint("local", hosted=Recording("hosted"))
+        RoutedEndpoint("local", {"hosted": Recording("hosted")})
 
 
 # --- the local endpoint over the real models_local runtime ---------------------------------------

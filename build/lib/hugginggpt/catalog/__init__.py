@@ -1,0 +1,11 @@
+"""The model catalog: which models can do which task, ranked for selection.
+
+Interface used by the rest of the controller: `ModelCard`, `Catalog.candidates()`, `load_catalog()`,
+`prompt_lines()` (candidates rendered for the selection prompt within a token budget).
+"""
+
+from .card import ModelCard
+from .prompt import prompt_lines
+from .store import ENV_VAR, Catalog, load_catalog
+
+__all__ = ["ENV_VAR", "Catalog", "ModelCard", "load_catalog", "prompt_lines"]

@@ -1,0 +1,141 @@
+"""`python -m hugginggpt.catalog refresh|list|show`: refresh from the Hub, or look at the catalog."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from ..tasks import TASKS
+
+
+def default_out() -> Path:
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "hugginggpt" / "catalog.jsonl"
+
+
+def cmd_refresh(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .hub import HubUnreachable, default_tasks, fetch, other_tasks_lines, write_user_file
+
+    tasks = args.task or default_tasks()
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        print(f"error: unknown task(s): {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    from huggingface_hub import constants
+
+    from .hub import hub_queries
+
+    for task in tasks:
+        if not hub_queries(task):
+            print(
+                f"note: {task} has no Hub query (its models are annotators); the shipped entries stay",
+                file=sys.stderr,
+            )
+
+    bar = tqdm(
+        total=len(tasks) * args.limit,
+        unit="model",
+        desc="refresh",
+        file=sys.stderr,
+        disable=args.quiet or None,
+    )
+
+    def on_model(task: str, model_id: str) -> None:
+        bar.set_postfix_str(task, refresh=False)
+        bar.update()
+
+    try:
+        cards = list(fetch(tasks, limit=args.limit, card_text=not args.facts_only, on_model=on_model))
+    except HubUnreachable as err:
+        bar.close()
+        print(
+            f"error: cannot reach the Hugging Face Hub at {constants.ENDPOINT} ({err}); nothing was written",
+            file=sys.stderr,
+        )
+        return 1
+    bar.close()
+    kept = other_tasks_lines(args.out, tasks)  # refreshing some tasks leaves the others' entries alone
+    n = write_user_file(cards, args.out, keep=kept)
+    print(
+        f"wrote {n} models for {len(tasks)} task(s) to {args.out}"
+        + (f", kept {len(kept)} entries of other tasks" if kept else "")
+        + f"; use it with --catalog {args.out} or HUGGINGGPT_CATALOG={args.out}"
+    )
+    return 0
+
+
+def _catalog_paths(args: argparse.Namespace) -> list[str]:
+    """$HUGGINGGPT_CATALOG (read with the other settings), then --catalog."""
+    from ..config import load_settings
+
+    return [*load_settings().catalog_paths, *(args.catalog or [])]
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from . import load_catalog, prompt_lines
+
+    catalog = load_catalog(_catalog_paths(args))
+    for problem in catalog.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    if not args.task:
+        for task in TASKS:
+            cards = list(catalog.ranked(task))
+            print(f"{task:32} {len(cards):5} models, {sum(c.local for c in cards):5} local")
+        return 0
+    for task in args.task:
+        runnable = (lambda c: c.local) if args.local else None
+        print(f"{task}:")
+        cards = catalog.candidates(task, k=args.k, runnable=runnable)
+        for line in prompt_lines(cards, max_tokens=args.max_tokens * max(1, len(cards))):
+            print("  " + line)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from . import load_catalog
+
+    catalog = load_catalog(_catalog_paths(args))
+    found = [c for t in catalog.tasks() if (c := catalog.get(args.id, t))]
+    for card in found:
+        print(json.dumps(card.to_json(), ensure_ascii=False, indent=2))
+    if not found:
+        print(f"error: {args.id!r} is not in the catalog", file=sys.stderr)
+    return 0 if found else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hugginggpt.catalog", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    refresh = sub.add_parser("refresh", help="pull live model facts from the Hub into a user catalog")
+    refresh.add_argument("--task", action="append", help="a task type (repeatable; default: all)")
+    refresh.add_argument("--limit", type=int, default=30, help="models per task (default 30)")
+    refresh.add_argument("--out", type=Path, default=default_out(), help=f"default {default_out()}")
+    refresh.add_argument("--facts-only", action="store_true", help="skip fetching each model card")
+    refresh.add_argument("--quiet", action="store_true", help="no progress bar")
+    refresh.set_defaults(run=cmd_refresh)
+    for name, helptext in (
+        ("list", "models per task, or the top ones of a task"),
+        ("show", "one model's card"),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("--catalog", type=Path, action="append", default=[], help="a user catalog file")
+        if name == "list":
+            p.add_argument("--task", action="append")
+            p.add_argument("-k", type=int, default=10)
+            p.add_argument("--local", action="store_true", help="only models the local runtime can run")
+            p.add_argument("--max-tokens", type=int, default=80, help="per model")
+            p.set_defaults(run=cmd_list)
+        else:
+            p.add_argument("id")
+            p.set_defaults(run=cmd_show)
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

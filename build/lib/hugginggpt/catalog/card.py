@@ -1,0 +1,50 @@
+"""One model in the catalog: facts about it and a short description in our own words."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    id: str  # hub id, or a name for a local folder / custom endpoint
+    task: str
+    downloads: int = 0
+    likes: int = 0
+    description: str = ""
+    library: str | None = None  # transformers | diffusers | ...
+    local: bool = False  # the local runtime can run it
+    path: str | None = None  # a local folder to load instead of the hub id
+    endpoint_url: str | None = None  # its own inference server
+    size_bytes: int | None = None
+    license: str | None = None
+    languages: tuple[str, ...] = ()
+    datasets: tuple[str, ...] = ()
+    tags: tuple[str, ...] = field(default=())
+    # False when downloads/likes are not known (curated entries): shown as "n/a", ranked as 0.
+    counts_known: bool = True
+
+    @property
+    def source(self) -> str:
+        """What to load: the local folder when there is one, else the hub id."""
+        return self.path or self.id
+
+    @property
+    def rank_key(self) -> tuple[int, int]:
+        """Most downloaded first, then most liked; ties keep the order they were listed in."""
+        return (-self.downloads, -self.likes)
+
+    def to_json(self) -> dict[str, Any]:
+        raw = {k: v for k, v in asdict(self).items() if v not in (None, (), "")}
+        if raw.get("counts_known") is True:
+            del raw["counts_known"]  # the default: keep files short
+        if raw.get("local") is False:
+            del raw["local"]
+        return raw
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> ModelCard:
+        known = cls.__dataclass_fields__
+        values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in raw.items() if k in known}
+        return cls(**values)

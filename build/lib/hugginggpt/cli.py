@@ -1,0 +1,197 @@
+"""Command line: `python -m hugginggpt [options] "request"`.
+
+Stages go to stderr as they happen; the answer goes to stdout (streamed), or with --json one JSON
+object: {answer, error, llm_calls, tasks: [{id, task, model, status, error, outputs}], trace_file}.
+Exit code 0 on success, 1 when the request failed, 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from .artifacts import Artifact
+from .config import INFERENCE_MODES, Settings, load_settings
+from .events import (
+    AnswerDelta,
+    Done,
+    Event,
+    ModelSelected,
+    PlanReady,
+    PlanRejected,
+    StageStarted,
+    TaskFailed,
+    TaskFinished,
+    TaskSkipped,
+    TaskStarted,
+)
+
+
+def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
+    """The controller-LLM flags, shared by every command that talks to the LLM."""
+    group = parser.add_argument_group("controller LLM")
+    group.add_argument(
+        "--llm-base-url", metavar="URL", help="an OpenAI-compatible server, e.g. http://localhost:8000/v1"
+    )
+    group.add_argument("--llm-model", metavar="NAME", help="the model name the server knows")
+    group.add_argument(
+        "--llm-api-key", metavar="KEY", help="API key (default: HUGGINGGPT_LLM_API_KEY or OPENAI_API_KEY)"
+    )
+    group.add_argument("--config", metavar="FILE", help="a YAML settings file (default: HUGGINGGPT_CONFIG)")
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    settings = load_settings(getattr(args, "config", None))
+    return settings.with_overrides(
+        llm_base_url=args.llm_base_url,
+        llm_model=args.llm_model,
+        llm_api_key=args.llm_api_key,
+        inference=getattr(args, "inference", None),
+        top_k=getattr(args, "top_k", None),
+        catalog_paths=tuple(settings.catalog_paths) + tuple(getattr(args, "catalog", None) or ()) or None,
+        allow_urls=True if getattr(args, "allow_urls", False) else None,
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m hugginggpt",
+        description="Answer a request by planning tasks, choosing Hugging Face models and running them.",
+    )
+    p.add_argument("request", help="what you want, in plain language")
+    p.add_argument(
+        "--file", action="append", default=[], metavar="PATH", help="an image or audio file (repeatable)"
+    )
+    p.add_argument(
+        "--workdir", metavar="DIR", help="the conversation's folder (default: a new one under ./workspaces)"
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON object on stdout instead of the answer"
+    )
+    p.add_argument("--inference", choices=INFERENCE_MODES, help="where models run (default: hybrid)")
+    p.add_argument(
+        "--catalog", action="append", metavar="PATH", help="a catalog file adding models (repeatable)"
+    )
+    p.add_argument(
+        "--top-k", type=int, metavar="K", help="candidates per task offered to the LLM (default 5)"
+    )
+    p.add_argument("--allow-urls", action="store_true", help="let plans fetch public http(s) URLs")
+    add_llm_arguments(p)
+    return p
+
+
+def main(argv: list[str] | None = None, *, stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> int:
+    args = parser().parse_args(argv)
+    try:
+        settings = settings_from_args(args)
+        files = [Path(f) for f in args.file]
+        for f in files:
+            if not f.is_file():
+                raise ValueError(f"no such file: {f}")
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=stderr)
+        return 2
+
+    from .factory import build_pipeline
+    from .workspace import Workspace
+
+    try:
+        workspace = (
+            Workspace(Path(args.workdir)) if args.workdir else Workspace.create(Path(settings.workdir))
+        )
+    except OSError as e:  # a file where the folder belongs, no permission, ...
+        print(f"error: cannot use {args.workdir or settings.workdir} as the workspace: {e}", file=stderr)
+        return 2
+    try:
+        pipeline = build_pipeline(settings)
+    except ValueError as e:  # e.g. a base URL that is not a URL
+        print(f"error: {e}", file=stderr)
+        return 2
+    for problem in getattr(pipeline.catalog, "problems", []):
+        print(f"catalog: {problem}", file=stderr)
+    print(f"LLM: {pipeline.llm.describe()}; models: {pipeline.endpoint.describe()}", file=stderr)
+
+    done: Done | None = None
+    for event in pipeline.run(args.request, workspace=workspace, files=files):
+        if isinstance(event, AnswerDelta) and not args.json:
+            stdout.write(event.text)
+            stdout.flush()
+        line = describe(event, workspace.root)
+        if line:
+            print(line, file=stderr, flush=True)
+        if isinstance(event, Done):
+            done = event
+    assert done is not None
+    if args.json:
+        json.dump(result_json(done), stdout, ensure_ascii=False)
+        stdout.write("\n")
+    elif done.answer:
+        stdout.write("\n")
+    if done.error:
+        print(f"error: {done.error}", file=stderr)
+    return 0 if done.ok else 1
+
+
+def result_json(done: Done) -> dict[str, Any]:
+    """The --json contract: {answer, error, llm_calls, tasks, trace_file}, plus outcome and error_kind."""
+    return {
+        "answer": done.answer,
+        "error": done.error,
+        "outcome": str(done.outcome),
+        "error_kind": done.error_kind and str(done.error_kind),
+        "llm_calls": done.llm_calls,
+        "tasks": [
+            {
+                "id": r.id,
+                "task": r.task,
+                "model": r.model,
+                "status": str(r.status),
+                "error": r.error,
+                "outputs": [_output_json(a) for a in r.outputs],
+            }
+            for r in done.records
+        ],
+        "trace_file": str(done.trace_file) if done.trace_file else None,
+    }
+
+
+def _output_json(artifact: Artifact) -> dict[str, Any]:
+    if artifact.path is not None:
+        return {"kind": str(artifact.kind), "path": str(Path(artifact.path).resolve())}
+    return {"kind": str(artifact.kind), "value": artifact.value}
+
+
+def describe(event: Event, root: Path) -> str | None:
+    """One line per event for the terminal."""
+    match event:
+        case StageStarted(stage=stage):
+            return f"[{stage}] ..."
+        case PlanRejected(attempt=attempt, problems=problems):
+            return f"[plan] attempt {attempt} rejected, asking for a fix: " + "; ".join(problems)
+        case PlanReady(plan=plan):
+            if not plan.tasks:
+                return "[plan] no model needed: answering directly"
+            steps = ", ".join(f"{t.id}:{t.task}" + (f"<-{t.dep}" if t.dep else "") for t in plan.tasks)
+            return f"[plan] {len(plan)} task(s): {steps}"
+        case ModelSelected(task_id=i, task=task, model=model, reason=reason):
+            return f"[select] task {i} {task}: {model} ({reason})"
+        case TaskStarted(task_id=i, task=task, model=model, attempt=attempt):
+            return f"[task {i}] {task} with {model}" + (f" (attempt {attempt})" if attempt > 1 else "")
+        case TaskFinished(task_id=i, outputs=outputs, seconds=seconds):
+            return f"[task {i}] done in {seconds:.2f} s: " + "; ".join(
+                a.describe(root)[:120] for a in outputs
+            )
+        case TaskFailed(task_id=i, model=model, error=error, final=final):
+            return f"[task {i}] {model or 'task'} failed: {error}" + (
+                "" if final else "; trying the next model"
+            )
+        case TaskSkipped(task_id=i, reason=reason):
+            return f"[task {i}] skipped: {reason}"
+        case Done(outcome=outcome, trace=trace) as done:
+            seconds = trace.get("timings", {}).get("total", 0)
+            ending = "" if done.ok else f" ({outcome})"
+            return f"[done] {done.llm_calls} LLM call(s), {seconds:.2f} s{ending}"
+    return None

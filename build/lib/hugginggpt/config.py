@@ -1,0 +1,141 @@
+"""Settings, read in one place: defaults < YAML file < environment variables < explicit overrides.
+
+The YAML file is HUGGINGGPT_CONFIG (or --config); keys are the field names below. Environment
+variables are HUGGINGGPT_<FIELD> (e.g. HUGGINGGPT_LLM_BASE_URL, HUGGINGGPT_CATALOG for
+catalog_paths), plus the usual OPENAI_API_KEY, OPENAI_BASE_URL, HF_TOKEN, and the deployment's
+SPACE_ID and GRADIO_SERVER_NAME. The local runtime (models_local) reads its own few variables,
+listed in the README.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .modes import INFERENCE_MODES
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "")
+# Settings whose environment variable is not HUGGINGGPT_<FIELD>: the ecosystem's usual names.
+ENV_ALIASES = {
+    "llm_base_url": "OPENAI_BASE_URL",
+    "llm_api_key": "OPENAI_API_KEY",
+    "hf_token": "HF_TOKEN",
+    "space_id": "SPACE_ID",
+    "server_name": "GRADIO_SERVER_NAME",
+}
+ENV_NAMES = {"catalog_paths": "HUGGINGGPT_CATALOG"}  # HUGGINGGPT_<FIELD> would read oddly
+
+
+@dataclass(frozen=True)
+class Settings:
+    # The controller LLM: an OpenAI-compatible server, or a local transformers model when unset.
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = field(default=None, repr=False)
+    llm_timeout: float = 60.0
+    llm_max_retries: int = 2
+    local_llm_model: str = "Qwen/Qwen2.5-1.5B-Instruct"
+    # Where expert models run.
+    inference: str = "hybrid"
+    hf_token: str | None = field(default=None, repr=False)
+    hf_provider: str | None = None
+    # Planning.
+    shots: int | None = None  # few-shot demos in the planning prompt (None: all)
+    max_plan_retries: int = 2
+    history_tokens: int = 1500
+    # Selection.
+    top_k: int = 5
+    catalog_paths: tuple[str, ...] = ()
+    candidate_tokens: int = 120  # per candidate description in the selection prompt
+    # Execution.
+    max_workers: int = 4
+    task_timeout: float = 300.0
+    task_attempts: int = 2  # models tried per task before it fails for good
+    allow_urls: bool = False
+    url_max_bytes: int = 20 * 1024 * 1024
+    workdir: str = "workspaces"
+    # The app.
+    app_max_upload_mb: float = 20.0  # per file
+    app_concurrency: int = 8  # requests answered at once, across all sessions
+    space_id: str | None = None  # set on a Hugging Face Space
+    server_name: str = "127.0.0.1"  # where the app listens (GRADIO_SERVER_NAME)
+    public: bool | None = None  # None: public on a Space or when listening beyond loopback
+
+    def __post_init__(self) -> None:
+        if self.inference not in INFERENCE_MODES:
+            raise ValueError(f"inference must be one of {', '.join(INFERENCE_MODES)}, not {self.inference!r}")
+        if self.top_k < 1 or self.task_attempts < 1 or self.max_workers < 1:
+            raise ValueError("top_k, task_attempts and max_workers must be at least 1")
+        if self.max_plan_retries < 0 or self.history_tokens < 0 or self.llm_max_retries < 0:
+            raise ValueError("max_plan_retries, history_tokens and llm_max_retries must not be negative")
+        if self.task_timeout <= 0 or self.llm_timeout <= 0:
+            raise ValueError("task_timeout and llm_timeout must be more than 0 seconds")
+        if self.app_max_upload_mb <= 0 or self.app_concurrency < 1:
+            raise ValueError("app_max_upload_mb must be more than 0 and app_concurrency at least 1")
+
+    @property
+    def uses_server(self) -> bool:
+        return bool(self.llm_base_url or self.llm_api_key)
+
+    @property
+    def is_public(self) -> bool:
+        """Whether strangers can reach the app: a Space, or a listener beyond loopback, unless the
+        operator said otherwise with `public`."""
+        if self.public is not None:
+            return self.public
+        return bool(self.space_id) or self.server_name.strip("[]") not in LOOPBACK_NAMES
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return int(self.app_max_upload_mb * 1_000_000)
+
+    def with_overrides(self, **values: Any) -> Settings:
+        """A copy with the given values, ignoring the ones that are None."""
+        return replace(self, **{k: v for k, v in values.items() if v is not None})
+
+
+def load_settings(config_file: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    path = config_file or env.get("HUGGINGGPT_CONFIG")
+    if path:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as e:
+            raise ValueError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{path}: the config file must be a mapping of setting names to values")
+        values.update(loaded)
+    for name, variable in ENV_ALIASES.items():
+        values.setdefault(name, env.get(variable) or None)
+    for f in fields(Settings):
+        raw = env.get(ENV_NAMES.get(f.name, f"HUGGINGGPT_{f.name.upper()}"))
+        if raw is not None:
+            values[f.name] = raw
+    unknown = set(values) - {f.name for f in fields(Settings)}
+    if unknown:
+        raise ValueError(f"unknown settings: {', '.join(sorted(unknown))}")
+    try:
+        return Settings(**{k: _coerce(k, v) for k, v in values.items() if v is not None})
+    except TypeError as e:  # e.g. a list where a number belongs: a bad value, like the others
+        raise ValueError(f"a setting has a value of the wrong type: {e}") from None
+
+
+def _coerce(name: str, value: Any) -> Any:
+    default = next(f.default for f in fields(Settings) if f.name == name)
+    if name == "catalog_paths":
+        paths = value.split(os.pathsep) if isinstance(value, str) else value
+        return tuple(str(p) for p in paths if str(p).strip())
+    if isinstance(default, bool) or name == "public":
+        return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+    if isinstance(default, int) or name == "shots":
+        return int(value)
+    if isinstance(default, float):
+        return float(value)
+    if name in ENV_ALIASES and isinstance(value, str) and not value.strip():
+        return None
+    return value

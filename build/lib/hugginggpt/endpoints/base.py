@@ -1,0 +1,58 @@
+"""The endpoint interface: run one task with one model on concrete inputs."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..artifacts import Artifact
+from ..catalog import ModelCard
+
+
+class EndpointError(RuntimeError):
+    """A model failed to run a task; the executor may try the next candidate."""
+
+
+class ModelUnavailable(EndpointError):
+    """This endpoint cannot serve this model at all (unsupported, too large, not found)."""
+
+
+class Stopped(EndpointError):
+    """The call ended early because its stop signal was set: nobody wants the result any more."""
+
+
+class StopSignal(Protocol):
+    """Set when the caller no longer wants the result (Stop pressed, time-out): a threading.Event."""
+
+    def is_set(self) -> bool: ...
+
+
+class Endpoint(ABC):
+    name: str = "endpoint"
+
+    @abstractmethod
+    def can_run(self, model: ModelCard) -> bool:
+        """Cheap check, no loading: may this endpoint be offered `model`?"""
+
+    @abstractmethod
+    def run(
+        self,
+        task: str,
+        model: ModelCard,
+        inputs: dict[str, Any],
+        out_dir: Path,
+        *,
+        stop: StopSignal | None = None,
+    ) -> list[Artifact]:
+        """Run `task` with `model`.
+
+        `inputs` maps the task's argument names to values: a str for text arguments, an absolute
+        Path inside the workspace for image/audio/video arguments. Files the task makes go under
+        `out_dir`. Returns at least one artifact of each kind the task spec lists in `outputs`.
+        Raises EndpointError (or ModelUnavailable) on failure. Once `stop` is set the call may end
+        early with Stopped; endpoints that cannot interrupt their work ignore it.
+        """
+
+    def describe(self) -> str:
+        return self.name

@@ -1,0 +1,61 @@
+"""Routing between backends in the order an inference mode gives (hugginggpt.modes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import Artifact
+from ..catalog import ModelCard
+from ..modes import backends_of
+from .base import Endpoint, EndpointError, ModelUnavailable, Stopped, StopSignal
+
+
+class RoutedEndpoint(Endpoint):
+    """Tries the backends the policy allows, in order: the first that can run the model and
+    succeeds answers. A backend that cannot run the model, or fails, hands over to the next."""
+
+    name = "routed"
+
+    def __init__(self, policy: str, available: dict[str, Endpoint]) -> None:
+        """`available`: backends by name; the mode `policy` picks and orders those it uses."""
+        self.backends: list[Endpoint] = [available[b] for b in backends_of(policy) if b in available]
+        if not self.backends:
+            raise ValueError(f"policy {policy!r} was given no backend to use")
+        self.policy = policy
+        self.name = policy
+
+    def describe(self) -> str:
+        return f"{self.policy}: " + ", then ".join(b.describe() for b in self.backends)
+
+    def can_run(self, model: ModelCard) -> bool:
+        return any(b.can_run(model) for b in self.backends)
+
+    def run(
+        self,
+        task: str,
+        model: ModelCard,
+        inputs: dict[str, Any],
+        out_dir: Path,
+        *,
+        stop: StopSignal | None = None,
+    ) -> list[Artifact]:
+        errors: list[tuple[str, Exception]] = []
+        for backend in self.backends:
+            if not backend.can_run(model):
+                errors.append((backend.name, ModelUnavailable(f"cannot run {model.id}")))
+                continue
+            if stop is not None and stop.is_set():
+                raise Stopped(f"{model.id}: stopped")  # no fallback for a stopped call
+            try:
+                return backend.run(task, model, inputs, out_dir, stop=stop)
+            except Stopped:
+                raise
+            except EndpointError as exc:
+                errors.append((backend.name, exc))
+            except Exception as exc:  # noqa: BLE001 (a backend bug must not stop the fallback either)
+                errors.append((backend.name, EndpointError(f"{type(exc).__name__}: {exc}")))
+        # Every backend refused: the model is unavailable. Any real failure: report them all.
+        refused = all(isinstance(e, ModelUnavailable) for _, e in errors)
+        message = "; ".join(f"{name}: {e}" for name, e in errors)
+        raise (ModelUnavailable if refused else EndpointError)(message)

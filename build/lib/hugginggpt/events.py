@@ -1,0 +1,161 @@
+"""Typed events that the pipeline yields while it works, ending with Done.
+
+The pipeline never knows who listens: the Gradio app, the CLI, the APIs and tests turn the same
+events into chat messages, terminal lines or JSON. Every value with a fixed set of meanings is an
+enum (a str subclass, so it serialises as its name).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from .artifacts import Artifact
+from .plan import Plan
+from .records import TaskRecord
+
+
+class Stage(StrEnum):
+    PLAN = "plan"
+    SELECT = "select"
+    EXECUTE = "execute"
+    RESPOND = "respond"
+
+
+class PickSource(StrEnum):
+    """How a task's model was chosen."""
+
+    LLM = "llm"  # the LLM picked it among the candidates
+    ONLY_CANDIDATE = "only_candidate"  # there was no choice to make
+    NOT_A_CANDIDATE = "not_a_candidate"  # the LLM named no candidate: the top-ranked one is used
+    SELECTION_FAILED = "selection_failed"  # the selection call failed: the top-ranked one is used
+    NO_CANDIDATE = "no_candidate"  # no model in the catalog can run the task here
+
+    @property
+    def replaced(self) -> bool:
+        """The LLM was asked but its pick is not what runs."""
+        return self in (PickSource.NOT_A_CANDIDATE, PickSource.SELECTION_FAILED)
+
+
+class Outcome(StrEnum):
+    ANSWERED = "answered"
+    FAILED = "failed"
+    CANCELLED = "cancelled"  # stopped by the user or by the page going away
+
+
+class ErrorKind(StrEnum):
+    LLM = "llm"  # the controller LLM failed: unreachable, refused the key, rate limited, ...
+    PLAN = "plan"  # no valid plan after the corrections
+    INPUT = "input"  # the request or its files were refused
+    INTERNAL = "internal"  # a bug: the server log has the details
+
+
+@dataclass(frozen=True)
+class StageStarted:
+    stage: Stage
+
+
+@dataclass(frozen=True)
+class PlanRejected:
+    """The LLM's plan had problems; they were sent back for a corrected plan."""
+
+    attempt: int
+    problems: list[str]
+
+
+@dataclass(frozen=True)
+class PlanReady:
+    plan: Plan
+    attempts: int  # 1 when the first plan was valid
+
+
+@dataclass(frozen=True)
+class ModelSelected:
+    task_id: int
+    task: str
+    model: str
+    reason: str
+    candidates: list[str]
+    source: PickSource = PickSource.LLM
+
+
+@dataclass(frozen=True)
+class TaskStarted:
+    task_id: int
+    task: str
+    model: str
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class TaskFinished:
+    task_id: int
+    task: str
+    model: str
+    outputs: list[Artifact]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class TaskFailed:
+    """A model failed on a task. `final` is False when another candidate will be tried."""
+
+    task_id: int
+    task: str
+    model: str
+    error: str
+    final: bool
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class TaskSkipped:
+    task_id: int
+    task: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class AnswerDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class Done:
+    """The end of a run. `error` (in the user's words) and `error_kind` are set when it failed."""
+
+    outcome: Outcome
+    answer: str = ""
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    records: tuple[TaskRecord, ...] = ()
+    trace: dict[str, Any] = field(default_factory=dict)
+    trace_file: Path | None = None
+
+    def __post_init__(self) -> None:
+        if (self.outcome is Outcome.FAILED) != (self.error is not None and self.error_kind is not None):
+            raise ValueError("a failed run has an error and its kind; no other run has either")
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is Outcome.ANSWERED
+
+    @property
+    def llm_calls(self) -> int:
+        return len(self.trace.get("llm_calls", []))
+
+
+Event = (
+    StageStarted
+    | PlanRejected
+    | PlanReady
+    | ModelSelected
+    | TaskStarted
+    | TaskFinished
+    | TaskFailed
+    | TaskSkipped
+    | AnswerDelta
+    | Done
+)

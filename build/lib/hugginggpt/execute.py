@@ -1,0 +1,270 @@
+"""Stage 3: run the plan's tasks as a DAG on a bounded pool, streaming events as they happen.
+
+A task starts the moment its last dependency finishes (no polling). Each task tries its chosen
+model, then the next candidates; a task that fails for good skips its dependants, with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import tasks as task_types
+from .artifacts import Artifact, ArtifactKind
+from .endpoints import Endpoint, EndpointError
+from .events import Event, TaskFailed, TaskFinished, TaskSkipped, TaskStarted
+from .plan import RESOURCE_REF, Plan, Task
+from .records import TaskRecord, TaskStatus
+from .selection import Choice
+from .workspace import FileRefused, Workspace
+
+
+@dataclass(frozen=True)
+class ExecutionSettings:
+    max_workers: int = 4
+    task_timeout: float = 300.0
+    task_attempts: int = 2
+    fetch_url: Callable[[str, Path], Path] | None = None  # None: URLs are refused
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every task of one run shares: where models run, where files live, and the stop signal."""
+
+    endpoint: Endpoint
+    workspace: Workspace
+    run_dir: Path
+    settings: ExecutionSettings = field(default_factory=ExecutionSettings)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+class _Finished:
+    """Internal message from a worker: its task is over (its record holds the result)."""
+
+    def __init__(self, task_id: int):
+        self.task_id = task_id
+
+
+def execute_steps(
+    plan: Plan, choices: dict[int, Choice], ctx: RunContext
+) -> Generator[Event, None, list[TaskRecord]]:
+    """Run every task; yields events as tasks start and end; returns one record per task, in plan order."""
+    by_id = plan.by_id()
+    records = {t.id: TaskRecord(t.id, t.task, dict(t.args)) for t in plan.tasks}
+    waiting_on = {t.id: set(t.dep) for t in plan.tasks}
+    dependants: dict[int, list[int]] = {t.id: [] for t in plan.tasks}
+    for t in plan.tasks:
+        for d in t.dep:
+            dependants[d].append(t.id)
+
+    inbox: queue.Queue[Event | _Finished] = queue.Queue()
+    running = 0
+    pool = ThreadPoolExecutor(max_workers=ctx.settings.max_workers, thread_name_prefix="task")
+
+    def start(task_id: int) -> None:
+        nonlocal running
+        running += 1
+        pool.submit(_run_task, by_id[task_id], choices[task_id], records, ctx, inbox)
+
+    finished = False
+    try:
+        for t in plan.tasks:
+            if not waiting_on[t.id]:
+                start(t.id)
+        while running:
+            message = inbox.get()
+            if not isinstance(message, _Finished):
+                yield message
+                continue
+            running -= 1
+            done = records[message.task_id]
+            if done.status is TaskStatus.FAILED:
+                yield from _skip_dependants(done, records, dependants)
+            elif done.status is TaskStatus.DONE:
+                for child in dependants[done.id]:
+                    waiting_on[child].discard(done.id)
+                    if not waiting_on[child] and records[child].status is TaskStatus.PENDING:
+                        start(child)
+        finished = True
+    finally:
+        if not finished:
+            ctx.cancelled.set()  # a consumer that stops listening cancels what has not started
+        pool.shutdown(wait=False, cancel_futures=True)
+    for record in records.values():
+        if record.status is TaskStatus.PENDING:  # stopped before it could start
+            record.status = TaskStatus.STOPPED
+    return [records[t.id] for t in plan.tasks]
+
+
+def _skip_dependants(
+    failed: TaskRecord, records: dict[int, TaskRecord], dependants: dict[int, list[int]]
+) -> Generator[Event, None, None]:
+    """Skip everything downstream of a failed task, breadth first (a long chain must not recurse)."""
+    frontier = [(failed.id, f"it needs task {failed.id} ({failed.task}), which failed")]
+    while frontier:
+        parent, reason = frontier.pop(0)
+        for child in dependants[parent]:
+            record = records[child]
+            if record.status is TaskStatus.PENDING:
+                record.status, record.error = TaskStatus.SKIPPED, reason
+                yield TaskSkipped(child, record.task, reason)
+                frontier.append((child, f"it needs task {child}, which was skipped"))
+
+
+def _run_task(
+    task: Task,
+    choice: Choice,
+    records: dict[int, TaskRecord],
+    ctx: RunContext,
+    inbox: queue.Queue,
+) -> None:
+    record = records[task.id]
+    started = time.perf_counter()
+
+    def fail(error: str, model: str = "") -> None:
+        record.status, record.error = TaskStatus.FAILED, error
+        inbox.put(TaskFailed(task.id, task.task, model, error, final=True))
+
+    def stop() -> None:  # stopped on purpose: not a model's failure, so no event and no fallback
+        record.status, record.error = TaskStatus.STOPPED, "stopped before it finished"
+
+    try:
+        if ctx.cancelled.is_set():
+            return stop()
+        try:
+            inputs = resolve_inputs(task, records, ctx.workspace, ctx.run_dir, ctx.settings.fetch_url)
+        except (FileRefused, ValueError) as e:
+            return fail(str(e))
+        models = choice.fallbacks()[: ctx.settings.task_attempts]
+        if not models:
+            return fail(choice.reason)
+        out_dir = ctx.run_dir / f"task-{task.id}"
+        for attempt, model in enumerate(models, start=1):
+            if ctx.cancelled.is_set():
+                return stop()
+            record.model = model.id
+            inbox.put(TaskStarted(task.id, task.task, model.id, attempt))
+            t0 = time.perf_counter()
+            try:
+                outputs = _call_with_timeout(ctx, task.task, model, inputs, out_dir)
+                _check_outputs(task.task, outputs, ctx.workspace)
+            except EndpointError as e:
+                if ctx.cancelled.is_set():
+                    return stop()
+                error, seconds = str(e), time.perf_counter() - t0
+                final = attempt == len(models)
+                record.attempts.append({"model": model.id, "error": error, "seconds": round(seconds, 3)})
+                inbox.put(TaskFailed(task.id, task.task, model.id, error, final=final, seconds=seconds))
+                if final:
+                    record.status, record.error = TaskStatus.FAILED, error
+                continue
+            seconds = time.perf_counter() - t0
+            record.attempts.append({"model": model.id, "error": None, "seconds": round(seconds, 3)})
+            record.status, record.outputs = TaskStatus.DONE, outputs
+            inbox.put(TaskFinished(task.id, task.task, model.id, outputs, seconds))
+            return
+    except Exception as e:  # a bug must not leave the scheduler waiting forever
+        fail(f"internal error: {type(e).__name__}: {e}", record.model or "")
+    finally:
+        record.seconds = time.perf_counter() - started
+        inbox.put(_Finished(task.id))
+
+
+class _AnyOf:
+    """A stop signal set when any of its events is: the request's cancel, or this call's time-out."""
+
+    def __init__(self, *events: threading.Event) -> None:
+        self.events = events
+
+    def is_set(self) -> bool:
+        return any(e.is_set() for e in self.events)
+
+
+def _call_with_timeout(
+    ctx: RunContext, task: str, model: Any, inputs: dict[str, Any], out_dir: Path
+) -> list[Artifact]:
+    """Run the endpoint in its own thread so that a hung model costs at most `timeout` seconds.
+
+    Python cannot kill a thread: a timed-out call is told to stop (local diffusion and generation end
+    within a step or a token) and otherwise finishes in the background, its result dropped.
+    """
+    result: dict[str, Any] = {}
+    timed_out = threading.Event()
+    timeout = ctx.settings.task_timeout
+
+    def call() -> None:
+        try:
+            stop = _AnyOf(ctx.cancelled, timed_out)
+            result["outputs"] = ctx.endpoint.run(task, model, inputs, out_dir, stop=stop)
+        except EndpointError as e:
+            result["error"] = e
+        except Exception as e:  # any other failure of a model is that model's failure
+            result["error"] = EndpointError(f"{type(e).__name__}: {e}")
+
+    worker = threading.Thread(target=call, daemon=True, name=f"model-{task}")
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        timed_out.set()
+        raise EndpointError(f"timed out after {timeout:g} s")
+    if "error" in result:
+        raise result["error"]
+    return result["outputs"]
+
+
+def _check_outputs(task: str, outputs: list[Artifact], workspace: Workspace) -> None:
+    spec = task_types.get(task)
+    missing = [k for k in (spec.outputs if spec else ()) if not any(a.kind == k for a in outputs)]
+    if missing:
+        raise EndpointError(f"the model returned no {' or '.join(missing)} output")
+    for a in outputs:
+        if a.path is not None and not (workspace.contains(a.path) and Path(a.path).is_file()):
+            raise EndpointError(f"the model's output file {a.path} is missing or outside the workspace")
+
+
+def resolve_inputs(
+    task: Task,
+    records: dict[int, TaskRecord],
+    workspace: Workspace,
+    run_dir: Path,
+    fetch_url: Callable[[str, Path], Path] | None,
+) -> dict[str, Any]:
+    """Argument values made concrete: text with references filled in, media as workspace paths."""
+    spec = task_types.get(task.task)
+    inputs: dict[str, Any] = {}
+    references = task.references()
+    for name, value in task.args.items():
+        arg = spec.arg(name) if spec else None
+        kind = arg.kind if arg else "text"
+        refs = references.get(name, [])
+        if kind == ArtifactKind.TEXT:
+            # One pass: "<resource>-1" must not eat the start of "<resource>-10", nor a filled-in
+            # output that happens to contain a reference be filled in again.
+            inputs[name] = RESOURCE_REF.sub(lambda m: _as_text(records[int(m.group(1))]), value)
+        elif refs:
+            artifact = records[refs[0]].output(kind)
+            if artifact is None or artifact.path is None:
+                raise ValueError(f"argument '{name}': task {refs[0]} produced no {kind}")
+            inputs[name] = artifact.path
+        elif value.lower().startswith(("http://", "https://")):
+            if fetch_url is None:
+                raise FileRefused(f"argument '{name}': fetching URLs is turned off")
+            inputs[name] = fetch_url(value, run_dir / "downloads")
+        else:
+            inputs[name] = workspace.resolve(value)
+    return inputs
+
+
+def _as_text(record: TaskRecord) -> str:
+    text = record.output(ArtifactKind.TEXT)
+    if text is not None:
+        return str(text.value)
+    data = record.output(ArtifactKind.DATA)
+    return json.dumps(data.value) if data is not None else ""

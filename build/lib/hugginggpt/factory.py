@@ -1,0 +1,54 @@
+"""Build the pipeline's parts from settings: one place for the CLI, the app and the eval harness."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .catalog import Catalog, load_catalog
+from .config import Settings
+from .endpoints import Endpoint
+from .endpoints import build_endpoint as endpoint_for_mode
+from .llm import LLM, LocalChatLLM, OpenAICompatibleLLM
+from .pipeline import Pipeline
+
+DEFAULT_SERVER_MODEL = "gpt-4o-mini"
+
+
+def build_llm(settings: Settings, *, public_only: bool = False) -> LLM:
+    """An OpenAI-compatible server when a base URL or key is set, else a local transformers model.
+
+    `public_only`: every request (redirects and retries too) must go to a public address, for a
+    base URL that a visitor of a public app typed."""
+    if settings.uses_server:
+        return OpenAICompatibleLLM(
+            base_url=settings.llm_base_url,
+            model=settings.llm_model or DEFAULT_SERVER_MODEL,
+            api_key=settings.llm_api_key,
+            timeout=settings.llm_timeout,
+            max_retries=settings.llm_max_retries,
+            public_only=public_only,
+        )
+    return LocalChatLLM(settings.llm_model or settings.local_llm_model)
+
+
+def build_catalog(settings: Settings) -> Catalog:
+    return load_catalog([Path(p) for p in settings.catalog_paths])
+
+
+def build_endpoint(settings: Settings) -> Endpoint:
+    return endpoint_for_mode(settings.inference, hf_token=settings.hf_token, provider=settings.hf_provider)
+
+
+def build_pipeline(
+    settings: Settings,
+    *,
+    llm: LLM | None = None,
+    catalog: Catalog | None = None,
+    endpoint: Endpoint | None = None,
+) -> Pipeline:
+    return Pipeline(
+        llm=llm or build_llm(settings),
+        catalog=catalog or build_catalog(settings),
+        endpoint=endpoint or build_endpoint(settings),
+        settings=settings,
+    )

@@ -1,0 +1,254 @@
+"""The orchestrator: plan, select, execute, respond, yielding events as it goes.
+
+Each stage is a generator of events that returns its result; the run goes from one to the next
+and ends with exactly one Done.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Generator, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import urlguard
+from .artifacts import kind_of_file
+from .catalog import Catalog
+from .config import Settings
+from .endpoints import Endpoint
+from .events import Done, ErrorKind, Event, Outcome, PlanReady, Stage, StageStarted
+from .execute import ExecutionSettings, RunContext, execute_steps
+from .llm import LLM, LLMError, Message
+from .plan import FileRules, Plan
+from .planner import FileInfo, PlanOutcome, plan_steps, trim_history
+from .records import TaskRecord
+from .respond import respond_steps
+from .selection import Choice, select_steps
+from .trace import build_trace, write_trace
+from .workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+
+class Pipeline:
+    def __init__(self, *, llm: LLM, catalog: Catalog, endpoint: Endpoint, settings: Settings | None = None):
+        self.llm = llm
+        self.catalog = catalog
+        self.endpoint = endpoint
+        self.settings = settings or Settings()
+
+    def run(
+        self,
+        request: str,
+        *,
+        workspace: Workspace,
+        files: Sequence[Path] = (),
+        history: Sequence[Message] = (),
+        cancelled: threading.Event | None = None,
+    ) -> Iterator[Event]:
+        """Answer one request. `files` are the user's new uploads (copied into the workspace).
+
+        Always ends with a Done event; failures are reported in it, never raised.
+        """
+        run = _Run(self, request, workspace, list(history), cancelled or threading.Event())
+        yield from run.events(files)
+
+
+class _Failed(Exception):
+    """Ends a run early with a failure of a known kind."""
+
+    def __init__(self, kind: ErrorKind, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+class _Cancelled(Exception):
+    """Ends a run early because it was stopped."""
+
+
+class _Run:
+    """The state of one request: its parts as the stages produce them, and its timings."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        request: str,
+        workspace: Workspace,
+        history: list[Message],
+        cancelled: threading.Event,
+    ):
+        self.p = pipeline
+        self.s = pipeline.settings
+        self.request = request
+        self.workspace = workspace
+        self.history = history
+        self.cancelled = cancelled
+        self.request_id = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+        self.llm = pipeline.llm.recording()  # this request's own call log
+        self.trace_path = workspace.trace_path(self.request_id)
+        self.header = {
+            "request_id": self.request_id,
+            "request": request,
+            "llm": pipeline.llm.describe(),
+            "endpoint": pipeline.endpoint.describe(),
+        }
+        self.planning: PlanOutcome | None = None
+        self.plan: Plan | None = None
+        self.choices: dict[int, Choice] | None = None
+        self.records: list[TaskRecord] = []
+        self.answer: list[str] = []
+        self.timings: dict[str, float] = {}
+        self.trace_saved = False
+
+    def events(self, files: Sequence[Path]) -> Iterator[Event]:
+        started = time.perf_counter()
+        outcome, error, kind = Outcome.ANSWERED, None, None
+        try:
+            new_files = [self.workspace.add_upload(Path(f)) for f in files]
+            yield from self._stages(new_files)
+        except _Cancelled:
+            outcome = Outcome.CANCELLED
+        except _Failed as e:
+            outcome, error, kind = Outcome.FAILED, str(e), e.kind
+        except LLMError as e:
+            outcome, error, kind = Outcome.FAILED, str(e), ErrorKind.LLM
+        except Exception:  # a bug: logged with its stack trace, reported without it
+            log.exception("request %s failed", self.request_id)
+            outcome, error = Outcome.FAILED, "Internal error while answering; the server log has the details."
+            kind = ErrorKind.INTERNAL
+        finally:
+            self.timings["total"] = time.perf_counter() - started
+        answer = "".join(self.answer)
+        end = {"outcome": str(outcome), "answer": answer, "error": error, "error_kind": kind and str(kind)}
+        trace = self._save_trace(end)
+        trace_file = self.trace_path if self.trace_saved else None
+        yield Done(outcome, answer, error, kind, tuple(self.records), trace, trace_file)
+
+    def _stages(self, new_files: list[Path]) -> Generator[Event, None, None]:
+        plan = yield from self._plan_stage(new_files)
+        if plan.tasks:
+            self._check_cancelled()
+            choices = yield from self._select_stage(plan)
+            self._check_cancelled()
+            yield from self._execute_stage(plan, choices)
+            self._check_cancelled()
+        yield from self._respond_stage()
+
+    def _plan_stage(self, new_files: list[Path]) -> Generator[Event, None, Plan]:
+        yield StageStarted(Stage.PLAN)
+        with self._timed(Stage.PLAN):
+            available = self.workspace.files()
+            infos = [
+                FileInfo(kind_of_file(path) or "file", name, new=path in new_files)
+                for name, path in available.items()
+            ]
+            self.planning = yield from plan_steps(  # rejected plans are shown as they happen
+                self.llm,
+                self.request,
+                files=infos,
+                history=self.history,
+                shots=self.s.shots,
+                max_retries=self.s.max_plan_retries,
+                rules=FileRules(uploads=frozenset(available), allow_urls=self.s.allow_urls),
+                history_tokens=self.s.history_tokens,
+                cancelled=self.cancelled,
+            )
+        if self.planning.plan is None:
+            self._check_cancelled()  # stopped while planning: no failure to report
+            raise _Failed(
+                ErrorKind.PLAN, f"I could not make a valid plan for this request. {self.planning.error}"
+            )
+        self.plan = self.planning.plan
+        yield PlanReady(self.plan, self.planning.attempts)
+        return self.plan
+
+    def _select_stage(self, plan: Plan) -> Generator[Event, None, dict[int, Choice]]:
+        yield StageStarted(Stage.SELECT)
+        with self._timed(Stage.SELECT):
+            self.choices = yield from select_steps(
+                self.llm,
+                plan,
+                self.p.catalog,
+                self.request,
+                runnable=self.p.endpoint.can_run,
+                k=self.s.top_k,
+                candidate_tokens=self.s.candidate_tokens,
+            )
+        return self.choices
+
+    def _execute_stage(self, plan: Plan, choices: dict[int, Choice]) -> Generator[Event, None, None]:
+        yield StageStarted(Stage.EXECUTE)
+        ctx = RunContext(
+            endpoint=self.p.endpoint,
+            workspace=self.workspace,
+            run_dir=self.workspace.run_dir(self.request_id),
+            settings=ExecutionSettings(
+                max_workers=self.s.max_workers,
+                task_timeout=self.s.task_timeout,
+                task_attempts=self.s.task_attempts,
+                fetch_url=self._fetch if self.s.allow_urls else None,
+            ),
+            cancelled=self.cancelled,
+        )
+        with self._timed(Stage.EXECUTE):
+            self.records = yield from execute_steps(plan, choices, ctx)
+
+    def _respond_stage(self) -> Generator[Event, None, None]:
+        yield StageStarted(Stage.RESPOND)
+        with self._timed(Stage.RESPOND):
+            # The same history budget as planning: a long conversation must not overflow the context.
+            history = trim_history(self.history, self.s.history_tokens)
+            answer = respond_steps(
+                self.llm, self.request, self.records, self.workspace, history, self.cancelled
+            )
+            for delta in answer:
+                self.answer.append(delta.text)
+                yield delta
+        self._check_cancelled()
+
+    def _check_cancelled(self) -> None:
+        """Between stages: after Stop no further LLM call or model run starts."""
+        self._save_trace()
+        if self.cancelled.is_set():
+            raise _Cancelled
+
+    def _fetch(self, url: str, dest: Path) -> Path:
+        import httpx
+
+        try:
+            return urlguard.fetch(url, dest, max_bytes=self.s.url_max_bytes)
+        except httpx.HTTPError as e:
+            raise urlguard.URLRefused(f"fetching {url} failed: {type(e).__name__}") from None
+
+    @contextmanager
+    def _timed(self, stage: Stage):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[str(stage)] = time.perf_counter() - t0
+
+    def _save_trace(self, end: dict[str, Any] | None = None) -> dict[str, Any]:
+        trace = build_trace(
+            self.header,
+            root=self.workspace.root,
+            planning=self.planning,
+            plan=self.plan,
+            choices=self.choices,
+            records=self.records,
+            calls=list(self.llm.calls),
+            timings=self.timings,
+            end=end,
+        )
+        try:
+            write_trace(self.trace_path, trace)
+            self.trace_saved = True
+        except OSError as e:  # the conversation's folder went away (page left): nothing to keep
+            log.info("trace of %s not written: %s", self.request_id, e)
+            self.trace_saved = False
+        return trace

@@ -1,0 +1,168 @@
+"""Stage 1: turn a request into a valid plan, sending problems back to the LLM to fix."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+
+from . import prompts
+from . import tasks as task_types
+from .events import PlanRejected
+from .llm import LLM, Message, Usage
+from .plan import FileRules, Plan, PlanParseError, parse_plan, validate_plan
+
+# Structured output where the server supports it. Not "strict": argument names vary by task.
+PLAN_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "tasks": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "task": {"type": "string", "enum": sorted(task_types.TASKS)},
+                    "id": {"type": "integer"},
+                    "dep": {"type": "array", "items": {"type": "integer"}},
+                    "args": {"type": "object", "additionalProperties": {"type": "string"}},
+                },
+                "required": ["task", "id", "dep", "args"],
+            },
+        }
+    },
+    "required": ["tasks"],
+}
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A file the planner may name: an upload (by name) or an earlier output (by workspace path)."""
+
+    kind: str
+    name: str
+    new: bool = False  # attached to this message
+
+
+@dataclass
+class PlanOutcome:
+    plan: Plan | None
+    error: str | None = None
+    attempts: int = 0  # LLM calls spent on planning
+    problems: list[list[str]] = field(default_factory=list)  # one list per rejected attempt
+    replies: list[str] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+
+
+def planning_messages(
+    request: str,
+    *,
+    files: Sequence[FileInfo] = (),
+    history: Sequence[Message] = (),
+    shots: int | None = None,
+    history_tokens: int = 1500,
+) -> list[Message]:
+    specs = [
+        {
+            "name": s.name,
+            # The help says what an argument holds where its name cannot (question vs context).
+            "args": [
+                {
+                    "label": f"{a.name} ({a.kind}{'' if a.required else ', optional'}"
+                    f"{': ' + a.help if a.help else ''})"
+                }
+                for a in s.args
+            ],
+            "outputs": s.outputs,
+            "description": s.description,
+        }
+        for s in task_types.TASKS.values()
+    ]
+    return [
+        {"role": "system", "content": prompts.render("plan", "system", tasks=specs)},
+        *prompts.demo_messages(shots),
+        *trim_history(history, history_tokens),
+        {"role": "user", "content": prompts.render("plan", "user", request=request, files=list(files))},
+    ]
+
+
+def trim_history(history: Sequence[Message], budget_tokens: int) -> list[Message]:
+    """The newest messages that fit the budget (about 4 characters a token), oldest dropped first."""
+    kept: list[Message] = []
+    used = 0
+    for message in reversed(history):
+        cost = len(message.get("content", "")) // 4 + 4
+        if used + cost > budget_tokens:
+            break
+        kept.append({"role": message["role"], "content": message["content"]})
+        used += cost
+    return kept[::-1]
+
+
+def plan_steps(
+    llm: LLM,
+    request: str,
+    *,
+    files: Sequence[FileInfo] = (),
+    history: Sequence[Message] = (),
+    shots: int | None = None,
+    max_retries: int = 2,
+    rules: FileRules | None = None,
+    history_tokens: int = 1500,
+    cancelled: threading.Event | None = None,
+) -> Generator[PlanRejected, None, PlanOutcome]:
+    """Ask for a plan; while it has problems, show them to the LLM and ask again (bounded).
+
+    Yields a PlanRejected event for each rejected plan as it happens; returns the PlanOutcome.
+    `rules=None` leaves literal file names unchecked (as for benchmark requests that only mention
+    files); otherwise a file argument must name one of `rules.uploads`.
+    LLMError (the backend failing) propagates: that is not the plan's fault. Once `cancelled` is
+    set no correction is asked for: the outcome then has no plan and no error.
+    """
+    messages = planning_messages(
+        request, files=files, history=history, shots=shots, history_tokens=history_tokens
+    )
+    outcome = PlanOutcome(plan=None)
+    for attempt in range(1, max_retries + 2):
+        calls_before = len(llm.calls)
+        reply = llm.complete(messages, stage="plan", schema=PLAN_SCHEMA)
+        outcome.attempts = attempt
+        outcome.replies.append(reply)
+        for call in llm.calls[calls_before:]:
+            outcome.usage.add(call.usage)
+        try:
+            plan = parse_plan(reply)
+            problems = validate_plan(plan, rules) if rules is not None else validate_unchecked_files(plan)
+        except PlanParseError as e:
+            plan, problems = None, [str(e)]
+        if not problems:
+            outcome.plan = plan
+            return outcome
+        outcome.problems.append(problems)
+        yield PlanRejected(attempt, problems)
+        if cancelled is not None and cancelled.is_set():
+            return outcome
+        messages = [
+            *messages,
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": prompts.render("plan", "correction", problems=problems)},
+        ]
+    outcome.error = f"No valid plan after {outcome.attempts} attempts. Last problems: " + "; ".join(problems)
+    return outcome
+
+
+def make_plan(llm: LLM, request: str, *, on_rejected=None, **options) -> PlanOutcome:
+    """`plan_steps` run to the end; `on_rejected(attempt, problems)` hears each rejection."""
+    steps = plan_steps(llm, request, **options)
+    while True:
+        try:
+            rejected = next(steps)
+        except StopIteration as finished:
+            return finished.value
+        if on_rejected is not None:
+            on_rejected(rejected.attempt, rejected.problems)
+
+
+def validate_unchecked_files(plan: Plan) -> list[str]:
+    """`validate_plan` with every literal argument allowed as a file name, and URLs allowed."""
+    names = frozenset(v for t in plan.tasks for v in t.args.values())
+    return validate_plan(plan, FileRules(uploads=names, allow_urls=True))

@@ -1,0 +1,58 @@
+"""A run's trace, built in one place from its typed parts: what the CLI, the app and replay read.
+
+Written as the run goes (after each stage and at the end), so a run that dies mid-way still
+leaves what it did.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from .llm import LLMCall
+from .plan import Plan
+from .planner import PlanOutcome
+from .records import TaskRecord
+from .selection import Choice
+
+
+def build_trace(
+    header: dict[str, Any],
+    *,
+    root: Path,
+    planning: PlanOutcome | None = None,
+    plan: Plan | None = None,
+    choices: dict[int, Choice] | None = None,
+    records: Sequence[TaskRecord] = (),
+    calls: Sequence[LLMCall] = (),
+    timings: dict[str, float] | None = None,
+    end: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`header`: request id, request, LLM and endpoint; `end`: outcome, answer and error once known."""
+    trace: dict[str, Any] = dict(header)
+    if planning is not None:
+        trace["plan_attempts"] = planning.attempts
+        trace["plan_problems"] = planning.problems
+    if plan is not None:
+        trace["plan"] = plan.to_json()
+    if choices is not None:
+        trace["choices"] = {str(i): c.to_json() for i, c in choices.items()}
+    trace.update(end or {"outcome": "running"})
+    trace["tasks"] = [r.to_json(root) for r in records]
+    trace["timings"] = {k: round(v, 4) for k, v in (timings or {}).items()}
+    trace["llm_calls"] = [{**asdict(c), "seconds": round(c.seconds, 4)} for c in calls]
+    trace["tokens"] = {
+        "prompt": sum(c.usage.prompt_tokens for c in calls),
+        "completion": sum(c.usage.completion_tokens for c in calls),
+    }
+    return trace
+
+
+def write_trace(path: Path, trace: dict[str, Any]) -> None:
+    """Replace the file whole (write, then rename), so a reader never sees half a trace."""
+    partial = path.with_suffix(".json.part")
+    partial.write_text(json.dumps(trace, indent=1, default=str), encoding="utf-8")
+    partial.replace(path)

@@ -1,0 +1,57 @@
+"""The local expert runtime: runs Hugging Face models in-process for the controller's task types.
+
+Imports nothing from hugginggpt or gradio; torch and transformers are imported only when a model
+is first sized or loaded. README.md, "Where models run", says what it serves.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from .handlers import HANDLERS
+from .handlers.base import RuntimeUnsupported, Stopped
+from .runtime import ModelTooLarge, Runtime, loading
+
+__all__ = [
+    "SUPPORTED_TASKS",
+    "ModelTooLarge",
+    "Runtime",
+    "RuntimeUnsupported",
+    "Stopped",
+    "can_run",
+    "configure",
+    "default_runtime",
+    "loading",
+    "run",
+]
+
+_default: Runtime | None = None
+_settings: dict = {}
+_lock = threading.Lock()
+
+SUPPORTED_TASKS = frozenset(HANDLERS)
+
+
+def configure(*, memory_budget_bytes: int | None = None, device: str | None = None) -> None:
+    """Settings for the process-wide runtime; replaces it (dropping its cached models)."""
+    global _default
+    with _lock:
+        _settings.update(memory_budget_bytes=memory_budget_bytes, device=device)
+        _default = None
+
+
+def default_runtime() -> Runtime:
+    global _default
+    with _lock:
+        if _default is None:
+            _default = Runtime(**_settings)
+        return _default
+
+
+def can_run(task: str, model: str, *, library: str | None = None, size_bytes: int | None = None) -> bool:
+    return default_runtime().can_run(task, model, library=library, size_bytes=size_bytes)
+
+
+def run(task: str, model: str, inputs: dict[str, str], out_dir: str | Path, *, stop=None) -> list[dict]:
+    return default_runtime().run(task, model, inputs, out_dir, stop=stop)

@@ -1,0 +1,266 @@
+"""The chat logic behind the Gradio app: one request at a time per conversation, streamed.
+
+Nothing here is module-level state: a ChatApp holds the shared, read-only parts (catalog, model
+backends, LLM clients) and the table of conversations. The API key a person types lives only in
+the request that carries it and in the LLM client built for it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hugginggpt.catalog import Catalog
+from hugginggpt.config import Settings
+from hugginggpt.endpoints import Endpoint
+from hugginggpt.events import Done, ErrorKind, Outcome
+from hugginggpt.factory import build_catalog
+from hugginggpt.llm import LLM
+from hugginggpt.pipeline import Pipeline
+
+from .backends import Backends
+from .conversations import Conversation, ConversationTable
+from .render import RunView
+from .session_settings import LLMChoice, merge_settings
+from .status import status_line
+from .uploads import check_upload
+
+log = logging.getLogger(__name__)
+
+ENDED_EARLY = "Internal error: the request ended early."
+BUSY = "A request is still running in this conversation: wait for it, or press Stop."
+STOP_GRACE_SECONDS = 2.0  # after Stop, how long the run may take to wind down before the chat moves on
+
+CONFIGURE_HINT = (
+    "To fix this, open **Settings** below the chat and set the **LLM base URL** of an OpenAI-compatible "
+    "server (for example `https://api.openai.com/v1`, `https://router.huggingface.co/v1` for Hugging Face "
+    "Inference Providers, or `http://localhost:11434/v1` for a local Ollama), the **LLM model** it serves, "
+    "and an **API key** if it needs one. Whoever runs the app can set them for everyone with the environment "
+    "variables `HUGGINGGPT_LLM_BASE_URL`, `HUGGINGGPT_LLM_MODEL` and `OPENAI_API_KEY`."
+)
+
+__all__ = ["BUSY", "ChatApp", "Conversation", "LLMChoice"]
+
+
+class ChatApp:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        catalog: Catalog | None = None,
+        endpoint: Endpoint | None = None,
+        llm: LLM | None = None,
+        max_upload_bytes: int | None = None,
+        public_llm_only: bool | None = None,
+        max_conversations: int = 500,
+    ):
+        self.settings = settings
+        self.catalog = catalog if catalog is not None else build_catalog(settings)
+        self.max_upload_bytes = max_upload_bytes or settings.max_upload_bytes
+        # On a public app a typed base URL must not reach the host's private network.
+        self.public_llm_only = settings.is_public if public_llm_only is None else public_llm_only
+        self.workdir = Path(settings.workdir).resolve()
+        self.conversations = ConversationTable(self.workdir, limit=max_conversations, welcome=self.welcome)
+        self.backends = Backends(settings, llm=llm, endpoint=endpoint, public=self.public_llm_only)
+
+    def conversation(self, session: str) -> Conversation:
+        return self.conversations.get(session)
+
+    def reset(self, session: str) -> None:
+        """A new conversation for this session: fresh workspace and history."""
+        self.conversations.drop(session)
+
+    def drop(self, session: str) -> None:
+        """Forget a conversation and delete its files."""
+        self.conversations.drop(session)
+
+    def stop(self, session: str) -> bool:
+        conv = self.conversations.find(session)
+        if conv is None or conv.cancel is None:
+            return False
+        conv.cancel.set()
+        return True
+
+    def request_settings(self, choice: LLMChoice, *, resolve: bool = True) -> Settings:
+        """The server's settings with this session's choices; raises ValueError for bad input."""
+        return merge_settings(self.settings, choice, public=self.public_llm_only, resolve=resolve)
+
+    def llm_for(self, s: Settings) -> LLM:
+        return self.backends.llm_for(s)
+
+    def status(self, choice: LLMChoice) -> str:
+        try:
+            s = self.request_settings(choice, resolve=False)
+        except ValueError as e:
+            return f"**Settings problem:** {e}"
+        endpoint = self.backends.endpoint_for(s.inference).describe()
+        return status_line(
+            s, endpoint=endpoint, catalog_size=len(self.catalog), catalog_problems=len(self.catalog.problems)
+        )
+
+    def welcome(self) -> list[dict[str, Any]]:
+        if self.settings.uses_server:
+            return []
+        return [
+            {
+                "role": "assistant",
+                "content": (
+                    f"No LLM server is configured, so the controller is the local model "
+                    f"`{self.settings.local_llm_model}` (downloaded on first use, slow without a GPU). "
+                    + CONFIGURE_HINT
+                ),
+            }
+        ]
+
+    # ---- one request --------------------------------------------------------------------------
+
+    def respond(
+        self, session: str, message: dict[str, Any] | str | None, choice: LLMChoice, *, poll: float = 0.05
+    ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
+        """Yields (chat messages, trace files, still running) as the request advances."""
+        conv = self.conversation(session)
+        text, files = _split_message(message)
+        if conv.cancel is not None:
+            yield conv.display + [_note(BUSY)], conv.traces, True
+            return
+        if not text and not files:
+            yield conv.display, conv.traces, False
+            return
+        conv.requests += 1
+        user = ([{"role": "user", "content": text}] if text else []) + [
+            {"role": "user", "content": {"path": f}} for f in files
+        ]
+        problems = [p for f in files if (p := check_upload(f, max_bytes=self.max_upload_bytes))]
+        if problems:
+            bad = [{"role": "user", "content": text or "(files only)"}]
+            conv.display += bad + [
+                _note(
+                    "\n\n".join(problems)
+                    + "\n\nNothing was run. Send the request again with an image or audio file that opens."
+                )
+            ]
+            yield conv.display, conv.traces, False
+            return
+        if not text:
+            conv.display += user + [_note("What should I do with this file? Send it again with a request.")]
+            yield conv.display, conv.traces, False
+            return
+        try:
+            s = self.request_settings(choice)
+            pipeline = Pipeline(
+                llm=self.llm_for(s),
+                catalog=self.catalog,
+                endpoint=self.backends.endpoint_for(s.inference, contextvars.copy_context()),
+                settings=s,
+            )
+        except ValueError as e:
+            conv.display += user + [_note(f"**Settings problem:** {e}")]
+            yield conv.display, conv.traces, False
+            return
+
+        cancel = threading.Event()
+        if not self.conversations.claim(conv, cancel):  # one request at a time, also for API clients
+            yield conv.display + [_note(BUSY)], conv.traces, True
+            return
+        conv.display += user
+        view = RunView(f"r{conv.requests}")
+        events: queue.Queue = queue.Queue()
+        worker = threading.Thread(
+            target=_drive,
+            args=(pipeline, text, conv, [Path(f) for f in files], cancel, events),
+            name=f"hugginggpt-{session[:8]}",
+            daemon=True,
+        )
+        worker.start()
+        try:
+            yield conv.display + view.messages, conv.traces, True
+            stop_deadline = None
+            while view.done is None:
+                try:
+                    event = events.get(timeout=poll)
+                except queue.Empty:
+                    if cancel.is_set():
+                        stop_deadline = stop_deadline or time.monotonic() + STOP_GRACE_SECONDS
+                        if (
+                            time.monotonic() > stop_deadline
+                        ):  # a blocking call (the LLM) is still out: move on
+                            view.feed(Done(Outcome.CANCELLED))
+                            break
+                    continue
+                if event is None:  # the worker ended without Done: cannot happen unless it crashed
+                    view.feed(Done(Outcome.FAILED, error=ENDED_EARLY, error_kind=ErrorKind.INTERNAL))
+                    break
+                view.feed(event)
+                while view.done is None:  # coalesce what is already there into one update
+                    try:
+                        event = events.get_nowait()
+                    except queue.Empty:
+                        break
+                    if event is None:
+                        break
+                    view.feed(event)
+                yield conv.display + view.messages, conv.traces, view.done is None
+            self._finish(conv, text, view)
+            yield conv.display, conv.traces, False
+        finally:
+            cancel.set()  # the page went away or the request ended: nothing more runs for it
+            conv.cancel = None
+
+    def _finish(self, conv: Conversation, text: str, view: RunView) -> None:
+        done = view.done
+        assert done is not None
+        if done.outcome is Outcome.CANCELLED:
+            view.note("Stopped." + (" The partial answer above was kept." if done.answer else ""))
+        elif done.error:
+            hint = f"\n\n{CONFIGURE_HINT}" if done.error_kind is ErrorKind.LLM else ""
+            view.note(f"**Error:** {done.error}{hint}")
+        if done.trace_file:
+            conv.traces = [*conv.traces, str(done.trace_file)]
+        conv.display += view.messages
+        conv.history += [{"role": "user", "content": text}]
+        conv.history += [{"role": "assistant", "content": done.answer or f"(no answer: {done.error})"}]
+
+
+def _drive(
+    pipeline: Pipeline,
+    text: str,
+    conv: Conversation,
+    files: list[Path],
+    cancel: threading.Event,
+    events: queue.Queue,
+) -> None:
+    """Runs the pipeline in its own thread, so the chat can give up on it at once when stopped."""
+    run = pipeline.run(
+        text, workspace=conv.workspace, files=files, history=list(conv.history), cancelled=cancel
+    )
+    try:
+        for event in run:
+            events.put(event)
+    except Exception:  # Pipeline.run reports failures in Done; anything else is a bug
+        log.exception("the pipeline crashed")
+    finally:
+        run.close()
+        events.put(None)
+
+
+def _split_message(message: dict[str, Any] | str | None) -> tuple[str, list[str]]:
+    if message is None:
+        return "", []
+    if isinstance(message, str):
+        return message.strip(), []
+    files = []
+    for f in message.get("files") or []:
+        path = f.get("path") if isinstance(f, dict) else f
+        if path:
+            files.append(str(path))
+    return str(message.get("text") or "").strip(), files
+
+
+def _note(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
