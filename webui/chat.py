@@ -27,7 +27,8 @@ from hugginggpt.config import INFERENCE_MODES, Settings
 from hugginggpt.endpoints import Endpoint, HostedEndpoint, LocalEndpoint, RoutedEndpoint
 from hugginggpt.events import Done
 from hugginggpt.factory import DEFAULT_SERVER_MODEL, build_catalog, build_llm
-from hugginggpt.llm import LLM, OPENAI_BASE_URL, LocalChatLLM, Message, without_credentials
+from hugginggpt.llm import LLM, OPENAI_BASE_URL, Message, without_credentials
+from hugginggpt.llm_local import LocalChatLLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.workspace import Workspace
 
