@@ -8,7 +8,8 @@ from .catalog import Catalog, load_catalog
 from .config import Settings
 from .endpoints import Endpoint
 from .endpoints import build_endpoint as endpoint_for_mode
-from .llm import LLM, LocalChatLLM, OpenAICompatibleLLM
+from .llm import LLM, OpenAICompatibleLLM
+from .llm_local import LocalChatLLM
 from .pipeline import Pipeline
 
 DEFAULT_SERVER_MODEL = "gpt-4o-mini"

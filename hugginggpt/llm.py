@@ -1,8 +1,8 @@
 """The controller LLM behind one small interface.
 
 `OpenAICompatibleLLM` speaks to any OpenAI-compatible server (OpenAI, Azure, vLLM, TGI, Ollama,
-llama.cpp, LM Studio, Hugging Face Inference Providers); `LocalChatLLM` runs a transformers chat
-model in-process when no server is configured.
+llama.cpp, LM Studio, Hugging Face Inference Providers); `llm_local.LocalChatLLM` runs a chat model
+in-process when no server is configured.
 """
 
 from __future__ import annotations
@@ -242,105 +242,6 @@ class OpenAICompatibleLLM(LLM):
         else:
             cause = shorten(self._hide(str(error)))
         return f"The LLM {self.describe()} failed: {cause}"
-
-
-class LocalChatLLM(LLM):
-    """A transformers chat model run in-process; weights from the HF cache or downloaded on first use."""
-
-    def __init__(self, model: str, *, max_new_tokens: int = 1024):
-        super().__init__()
-        self.model = model
-        self.max_new_tokens = max_new_tokens
-        self._loaded: dict[str, Any] = {}  # shared by recording() views: the weights load once
-        self._load_lock = threading.Lock()
-
-    def describe(self) -> str:
-        return f"{self.model} (local transformers)"
-
-    def _load(self) -> tuple[Any, Any]:
-        with self._load_lock:
-            if "model" not in self._loaded:
-                try:
-                    from transformers import AutoModelForCausalLM, AutoTokenizer
-                except ImportError as e:
-                    raise LLMError(
-                        "The local LLM needs transformers and torch: pip install -r requirements.txt"
-                    ) from e
-                from models_local import loading
-
-                try:
-                    with loading():  # building a model changes process-wide state: one load at a time
-                        tokenizer = AutoTokenizer.from_pretrained(self.model)
-                        model = AutoModelForCausalLM.from_pretrained(self.model, dtype="auto")
-                except OSError as e:
-                    raise LLMError(
-                        f"The local LLM {self.model} could not be loaded: {shorten(str(e))}"
-                    ) from None
-                self._loaded.update(tokenizer=tokenizer, model=model.eval())
-            return self._loaded["tokenizer"], self._loaded["model"]
-
-    def _inputs(self, messages: list[Message]) -> tuple[Any, Any, Any]:
-        tokenizer, model = self._load()
-        if not getattr(tokenizer, "chat_template", None):
-            raise LLMError(
-                f"The local LLM {self.model} has no chat template: choose an instruction-tuned (chat) model, "
-                "or an OpenAI-compatible server"
-            )
-        ids = tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )
-        return tokenizer, model, ids
-
-    def _complete(self, messages: list[Message], schema: dict[str, Any] | None, call: LLMCall) -> str:
-        return "".join(self._stream(messages, call))
-
-    def _stream(self, messages: list[Message], call: LLMCall) -> Iterator[str]:
-        from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
-
-        tokenizer, model, inputs = self._inputs(messages)
-        streamer = TextIteratorStreamer(tokenizer, skip_prompt=True, skip_special_tokens=True)
-        abandoned = threading.Event()
-
-        class Abandoned(StoppingCriteria):
-            """Ends generation once nobody reads it (Stop pressed, stream closed)."""
-
-            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-                import torch
-
-                stop = abandoned.is_set()
-                return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
-
-        kwargs = dict(
-            **inputs,
-            streamer=streamer,
-            max_new_tokens=self.max_new_tokens,
-            do_sample=False,
-            stopping_criteria=StoppingCriteriaList([Abandoned()]),
-        )
-        generated: list[Any] = []
-        failed: list[Exception] = []
-
-        def generate() -> None:
-            try:
-                generated.append(model.generate(**kwargs))
-            except Exception as e:  # reported below; ending the streamer keeps the reader from hanging
-                failed.append(e)
-                streamer.end()
-
-        worker = threading.Thread(target=generate, daemon=True, name="local-llm-generate")
-        worker.start()
-        try:
-            for piece in streamer:
-                if piece:
-                    yield piece
-        finally:
-            abandoned.set()  # a no-op when generation is over; else it stops at the next token
-        worker.join()
-        if failed:
-            raise LLMError(f"The local LLM {self.model} failed: {shorten(str(failed[0]))}")
-        prompt_length = int(inputs["input_ids"].shape[-1])
-        completion = int(generated[0].shape[-1]) - prompt_length if generated else 0
-        call.usage = Usage(prompt_length, completion)
 
 
 def without_credentials(url: str) -> str:

@@ -4,7 +4,8 @@ import pytest
 
 from hugginggpt.config import Settings
 from hugginggpt.factory import build_llm
-from hugginggpt.llm import LLMError, LocalChatLLM
+from hugginggpt.llm import LLMError
+from hugginggpt.llm_local import LocalChatLLM
 from hugginggpt.planner import make_plan
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello world"}]

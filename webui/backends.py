@@ -14,7 +14,8 @@ from collections import OrderedDict
 from hugginggpt.config import Settings
 from hugginggpt.endpoints import Endpoint, RoutedEndpoint, build_backends
 from hugginggpt.factory import build_llm
-from hugginggpt.llm import LLM, LocalChatLLM
+from hugginggpt.llm import LLM
+from hugginggpt.llm_local import LocalChatLLM
 
 from .gpu import on_gpu
 
