@@ -58,6 +58,18 @@ class Settings:
     allow_urls: bool = False
     url_max_bytes: int = 20 * 1024 * 1024
     workdir: str = "workspaces"
+    # Budgets: work and memory per request stay bounded whatever a visitor, the LLM or a model sends.
+    max_request_chars: int = 20_000
+    llm_call_seconds: float = 120.0  # a whole LLM call, also from a server that trickles tokens
+    llm_max_reply_chars: int = 200_000  # a longer planning or selection reply is cut
+    max_plan_chars: int = 100_000
+    max_plan_tasks: int = 30
+    max_text_arg_chars: int = 10_000  # a task's text argument, references filled in
+    max_output_chars: int = 100_000  # a model's text or data output
+    answer_max_tokens: int = 2048  # asked of the server for the answer
+    max_answer_chars: int = 50_000  # streamed to the page at most
+    request_seconds: float = 900.0  # the whole request
+    max_trace_field_chars: int = 20_000  # one prompt, reply or value in the trace file
     # The app.
     app_max_upload_mb: float = 20.0  # per file
     app_concurrency: int = 8  # requests answered at once, across all sessions
@@ -74,6 +86,11 @@ class Settings:
             raise ValueError("max_plan_retries, history_tokens and llm_max_retries must not be negative")
         if self.task_timeout <= 0 or self.llm_timeout <= 0:
             raise ValueError("task_timeout and llm_timeout must be more than 0 seconds")
+        budgets = (self.max_request_chars, self.llm_max_reply_chars, self.max_plan_chars, self.max_plan_tasks)
+        budgets += (self.max_text_arg_chars, self.max_output_chars, self.answer_max_tokens)
+        budgets += (self.max_answer_chars, self.max_trace_field_chars)
+        if min(budgets) < 1 or self.llm_call_seconds <= 0 or self.request_seconds <= 0:
+            raise ValueError("every budget (max_*, *_seconds, answer_max_tokens) must be more than 0")
         if self.app_max_upload_mb <= 0 or self.app_concurrency < 1:
             raise ValueError("app_max_upload_mb must be more than 0 and app_concurrency at least 1")
 

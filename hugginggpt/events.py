@@ -49,6 +49,7 @@ class ErrorKind(StrEnum):
     LLM = "llm"  # the controller LLM failed: unreachable, refused the key, rate limited, ...
     PLAN = "plan"  # no valid plan after the corrections
     INPUT = "input"  # the request or its files were refused
+    LIMIT = "limit"  # the request ran past one of its budgets (time)
     INTERNAL = "internal"  # a bug: the server log has the details
 
 
@@ -133,6 +134,7 @@ class Done:
     records: tuple[TaskRecord, ...] = ()
     trace: dict[str, Any] = field(default_factory=dict)
     trace_file: Path | None = None
+    incomplete: str | None = None  # why the answer stops short (the LLM's stream broke off, a limit)
 
     def __post_init__(self) -> None:
         if (self.outcome is Outcome.FAILED) != (self.error is not None and self.error_kind is not None):

@@ -32,6 +32,8 @@ class ExecutionSettings:
     task_timeout: float = 300.0
     task_attempts: int = 2
     fetch_url: Callable[[str, Path], Path] | None = None  # None: URLs are refused
+    max_text_arg_chars: int = 10_000
+    max_output_chars: int = 100_000
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,7 @@ def _run_task(
         if ctx.cancelled.is_set():
             return stop()
         try:
-            inputs = resolve_inputs(task, records, ctx.workspace, ctx.run_dir, ctx.settings.fetch_url)
+            inputs = resolve_inputs(task, records, ctx.workspace, ctx.run_dir, ctx.settings)
         except (FileRefused, ValueError) as e:
             return fail(str(e))
         models = choice.fallbacks()[: ctx.settings.task_attempts]
@@ -154,7 +156,7 @@ def _run_task(
             t0 = time.perf_counter()
             try:
                 outputs = _call_with_timeout(ctx, task.task, model, inputs, out_dir)
-                _check_outputs(task.task, outputs, ctx.workspace)
+                outputs = _check_outputs(task.task, outputs, ctx.workspace, ctx.settings.max_output_chars)
             except EndpointError as e:
                 if ctx.cancelled.is_set():
                     return stop()
@@ -219,7 +221,11 @@ def _call_with_timeout(
     return result["outputs"]
 
 
-def _check_outputs(task: str, outputs: list[Artifact], workspace: Workspace) -> None:
+def _check_outputs(
+    task: str, outputs: list[Artifact], workspace: Workspace, max_chars: int
+) -> list[Artifact]:
+    """The outputs, checked: every kind the task promises, files inside the workspace (a link
+    leading out is refused, as a path naming another place is), text and data cut to `max_chars`."""
     spec = task_types.get(task)
     missing = [k for k in (spec.outputs if spec else ()) if not any(a.kind == k for a in outputs)]
     if missing:
@@ -227,6 +233,23 @@ def _check_outputs(task: str, outputs: list[Artifact], workspace: Workspace) -> 
     for a in outputs:
         if a.path is not None and not (workspace.contains(a.path) and Path(a.path).is_file()):
             raise EndpointError(f"the model's output file {a.path} is missing or outside the workspace")
+    return [_bounded(a, max_chars) for a in outputs]
+
+
+def _bounded(artifact: Artifact, max_chars: int) -> Artifact:
+    if artifact.path is not None:
+        return artifact
+    if isinstance(artifact.value, str):
+        text = artifact.value
+    else:
+        try:
+            text = json.dumps(artifact.value, default=str)
+        except (TypeError, ValueError, RecursionError):
+            text = ""
+    if len(text) <= max_chars:
+        return artifact
+    cut = f"{text[:max_chars]}[... {len(text) - max_chars:,} characters of the model's output cut]"
+    return Artifact(ArtifactKind.TEXT if isinstance(artifact.value, str) else artifact.kind, value=cut)
 
 
 def resolve_inputs(
@@ -234,9 +257,13 @@ def resolve_inputs(
     records: dict[int, TaskRecord],
     workspace: Workspace,
     run_dir: Path,
-    fetch_url: Callable[[str, Path], Path] | None,
+    settings: ExecutionSettings,
 ) -> dict[str, Any]:
-    """Argument values made concrete: text with references filled in, media as workspace paths."""
+    """Argument values made concrete: text with references filled in, media as workspace paths.
+
+    ValueError for a text longer than the budget, FileRefused for a file that is not this
+    conversation's."""
+    fetch_url = settings.fetch_url
     spec = task_types.get(task.task)
     inputs: dict[str, Any] = {}
     references = task.references()
@@ -247,7 +274,13 @@ def resolve_inputs(
         if kind == ArtifactKind.TEXT:
             # One pass: "<resource>-1" must not eat the start of "<resource>-10", nor a filled-in
             # output that happens to contain a reference be filled in again.
-            inputs[name] = RESOURCE_REF.sub(lambda m: _as_text(records[int(m.group(1))]), value)
+            text = RESOURCE_REF.sub(lambda m: _as_text(records[int(m.group(1))]), value)
+            if len(text) > settings.max_text_arg_chars:
+                raise ValueError(
+                    f"argument '{name}' is {len(text):,} characters long; "
+                    f"at most {settings.max_text_arg_chars:,} go to a model"
+                )
+            inputs[name] = text
         elif refs:
             artifact = records[refs[0]].output(kind)
             if artifact is None or artifact.path is None:

@@ -5,11 +5,11 @@ the core imports no model framework."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .llm import LLM, LLMCall, LLMError, Message, Usage
+from .llm import LLM, LLMError, LLMLimits, Message, StreamEnd, Usage
 from .text import shorten
 
 FRAMEWORK_MISSING = "The local LLM needs transformers and torch: pip install -r requirements.txt"
@@ -18,8 +18,8 @@ FRAMEWORK_MISSING = "The local LLM needs transformers and torch: pip install -r 
 class LocalChatLLM(LLM):
     """A transformers chat model run in-process; weights from the HF cache or downloaded on first use."""
 
-    def __init__(self, model: str, *, max_new_tokens: int = 1024):
-        super().__init__()
+    def __init__(self, model: str, *, max_new_tokens: int = 1024, limits: LLMLimits | None = None):
+        super().__init__(limits)
         self.model = model
         self.max_new_tokens = max_new_tokens
         self._shared: dict[str, Any] = {}  # shared by recording() views: the weights load once
@@ -57,12 +57,11 @@ class LocalChatLLM(LLM):
         except chat.GenerationFailed as e:
             raise LLMError(f"The local LLM {self.model} failed: {shorten(str(e))}") from None
 
-    def _complete(self, messages: list[Message], schema: dict[str, Any] | None, call: LLMCall) -> str:
-        return "".join(self._stream(messages, call))
-
-    def _stream(self, messages: list[Message], call: LLMCall) -> Iterator[str]:
+    def _stream(
+        self, messages: list[Message], schema: dict[str, Any] | None, max_tokens: int | None
+    ) -> Generator[str, None, StreamEnd]:
         chat = self._chat()
         with self._errors():
             reply = chat.reply(messages)
             yield from reply  # closing this stream closes the reply: generation stops at the next token
-        call.usage = Usage(reply.prompt_tokens, reply.completion_tokens)
+        return StreamEnd(Usage(reply.prompt_tokens, reply.completion_tokens))

@@ -24,7 +24,7 @@ from .endpoints import Endpoint
 from .events import Done, ErrorKind, Event, Outcome, PlanReady, Stage, StageStarted
 from .execute import ExecutionSettings, RunContext, execute_steps
 from .llm import LLM, LLMError, Message
-from .plan import FileRules, Plan
+from .plan import FileRules, Plan, PlanLimits
 from .planner import FileInfo, PlanOutcome, plan_steps, trim_history
 from .records import TaskRecord
 from .respond import respond_steps
@@ -104,15 +104,31 @@ class _Run:
         self.answer: list[str] = []
         self.timings: dict[str, float] = {}
         self.trace_saved = False
+        self.incomplete: str | None = None
+        self.over_time = threading.Event()  # the request ran past request_seconds
 
     def events(self, files: Sequence[Path]) -> Iterator[Event]:
         started = time.perf_counter()
         outcome, error, kind = Outcome.ANSWERED, None, None
+        timer = threading.Timer(self.s.request_seconds, self._time_up)
+        timer.daemon = True
+        timer.start()
         try:
+            if len(self.request) > self.s.max_request_chars:
+                raise _Failed(
+                    ErrorKind.INPUT,
+                    f"The request is {len(self.request):,} characters long; "
+                    f"at most {self.s.max_request_chars:,} are accepted.",
+                )
             new_files = [self.workspace.add_upload(Path(f)) for f in files]
             yield from self._stages(new_files)
         except _Cancelled:
             outcome = Outcome.CANCELLED
+            if self.over_time.is_set():
+                outcome, kind = Outcome.FAILED, ErrorKind.LIMIT
+                error = (
+                    f"The request took longer than its limit of {self.s.request_seconds:g} s and was stopped."
+                )
         except _Failed as e:
             outcome, error, kind = Outcome.FAILED, str(e), e.kind
         except LLMError as e:
@@ -122,12 +138,23 @@ class _Run:
             outcome, error = Outcome.FAILED, "Internal error while answering; the server log has the details."
             kind = ErrorKind.INTERNAL
         finally:
+            timer.cancel()
             self.timings["total"] = time.perf_counter() - started
         answer = "".join(self.answer)
-        end = {"outcome": str(outcome), "answer": answer, "error": error, "error_kind": kind and str(kind)}
+        end = {
+            "outcome": str(outcome),
+            "answer": answer,
+            "answer_incomplete": self.incomplete,
+            "error": error,
+            "error_kind": kind and str(kind),
+        }
         trace = self._save_trace(end)
         trace_file = self.trace_path if self.trace_saved else None
-        yield Done(outcome, answer, error, kind, tuple(self.records), trace, trace_file)
+        yield Done(outcome, answer, error, kind, tuple(self.records), trace, trace_file, self.incomplete)
+
+    def _time_up(self) -> None:
+        self.over_time.set()
+        self.cancelled.set()  # everything the run started stops as on Stop
 
     def _stages(self, new_files: list[Path]) -> Generator[Event, None, None]:
         plan = yield from self._plan_stage(new_files)
@@ -157,6 +184,7 @@ class _Run:
                 rules=FileRules(uploads=frozenset(available), allow_urls=self.s.allow_urls),
                 history_tokens=self.s.history_tokens,
                 cancelled=self.cancelled,
+                limits=PlanLimits(max_chars=self.s.max_plan_chars, max_tasks=self.s.max_plan_tasks),
             )
         if self.planning.plan is None:
             self._check_cancelled()  # stopped while planning: no failure to report
@@ -192,6 +220,8 @@ class _Run:
                 task_timeout=self.s.task_timeout,
                 task_attempts=self.s.task_attempts,
                 fetch_url=self._fetch if self.s.allow_urls else None,
+                max_text_arg_chars=self.s.max_text_arg_chars,
+                max_output_chars=self.s.max_output_chars,
             ),
             cancelled=self.cancelled,
         )
@@ -204,9 +234,21 @@ class _Run:
             # The same history budget as planning: a long conversation must not overflow the context.
             history = trim_history(self.history, self.s.history_tokens)
             answer = respond_steps(
-                self.llm, self.request, self.records, self.workspace, history, self.cancelled
+                self.llm,
+                self.request,
+                self.records,
+                self.workspace,
+                history,
+                self.cancelled,
+                max_tokens=self.s.answer_max_tokens,
+                max_chars=self.s.max_answer_chars,
             )
-            for delta in answer:
+            while True:
+                try:
+                    delta = next(answer)
+                except StopIteration as end:
+                    self.incomplete = end.value
+                    break
                 self.answer.append(delta.text)
                 yield delta
         self._check_cancelled()
@@ -236,6 +278,7 @@ class _Run:
     def _save_trace(self, end: dict[str, Any] | None = None) -> dict[str, Any]:
         trace = build_trace(
             self.header,
+            max_field_chars=self.s.max_trace_field_chars,
             root=self.workspace.root,
             planning=self.planning,
             plan=self.plan,

@@ -14,8 +14,10 @@ from .catalog import prompt_lines as catalog_prompt_lines
 from .events import ModelSelected, PickSource
 from .jsontext import first_json_value
 from .llm import LLM, LLMError
-from .plan import Plan, Task
+from .plan import Plan, Task, nesting_depth
 
+MAX_REPLY_CHARS = 50_000  # a choice per task needs far less
+MAX_DEPTH = 16
 SELECT_SCHEMA = {
     "type": "object",
     "additionalProperties": {
@@ -135,12 +137,14 @@ def _ask_llm(
         {"role": "system", "content": prompts.render("select", "system")},
         {"role": "user", "content": prompts.render("select", "user", request=request, tasks=listing)},
     ]
-    reply = _read_picks(llm.complete(messages, stage="select", schema=SELECT_SCHEMA), open_tasks)
+    reply = _read_picks(llm.complete(messages, stage="select", schema=SELECT_SCHEMA).text, open_tasks)
     return reply if isinstance(reply, dict) else {}
 
 
 def _read_picks(reply: str, open_tasks: list[Task]) -> object:
     """The first JSON object keyed by a task id; failing that, what the JSON repair library makes of it."""
+    if len(reply) > MAX_REPLY_CHARS or nesting_depth(reply) > MAX_DEPTH:
+        return {}  # no choice read: every task gets its top-ranked candidate, recorded as such
     ids = {str(t.id) for t in open_tasks}
     found = first_json_value(reply, lambda v: isinstance(v, dict) and bool(ids & set(v)), starts="{")
     return found if found is not None else json_repair.loads(reply)

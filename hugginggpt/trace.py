@@ -30,14 +30,18 @@ def build_trace(
     calls: Sequence[LLMCall] = (),
     timings: dict[str, float] | None = None,
     end: dict[str, Any] | None = None,
+    max_field_chars: int = 20_000,
 ) -> dict[str, Any]:
-    """`header`: request id, request, LLM and endpoint; `end`: outcome, answer and error once known."""
+    """`header`: request id, request, LLM and endpoint; `end`: outcome, answer and error once known.
+
+    Every string is cut at `max_field_chars`: a trace stays small whatever the LLM or a model sent."""
     trace: dict[str, Any] = dict(header)
     if planning is not None:
         trace["plan_attempts"] = planning.attempts
         trace["plan_problems"] = planning.problems
     if plan is not None:
         trace["plan"] = plan.to_json()
+        trace["plan_repairs"] = plan.repairs
     if choices is not None:
         trace["choices"] = {str(i): c.to_json() for i, c in choices.items()}
     trace.update(end or {"outcome": "running"})
@@ -48,7 +52,19 @@ def build_trace(
         "prompt": sum(c.usage.prompt_tokens for c in calls),
         "completion": sum(c.usage.completion_tokens for c in calls),
     }
-    return trace
+    return _clipped(trace, max_field_chars)
+
+
+def _clipped(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        return (
+            value if len(value) <= limit else value[:limit] + f"[... {len(value) - limit:,} characters cut]"
+        )
+    if isinstance(value, dict):
+        return {k: _clipped(v, limit) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clipped(v, limit) for v in value]
+    return value
 
 
 def write_trace(path: Path, trace: dict[str, Any]) -> None:
