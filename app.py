@@ -157,8 +157,9 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
 
     def respond(message: dict[str, Any], base_url, model, key, mode, top_k, request: gr.Request):
         session = _session(request)
+        client = getattr(getattr(request, "client", None), "host", "") or ""
         for messages, trace_files, running in chat.respond(
-            session, message, choice(base_url, model, key, mode, top_k)
+            session, message, choice(base_url, model, key, mode, top_k), client=client
         ):
             yield (
                 publish(messages),

@@ -39,6 +39,7 @@ class Settings:
     llm_timeout: float = 60.0
     llm_max_retries: int = 2
     local_llm_model: str = "Qwen/Qwen2.5-1.5B-Instruct"
+    allowed_local_llms: tuple[str, ...] = ()  # others a visitor of a public app may pick, besides the default
     # Where expert models run.
     inference: str = "hybrid"
     hf_token: str | None = field(default=None, repr=False)
@@ -147,6 +148,9 @@ def _coerce(name: str, value: Any) -> Any:
     if name == "catalog_paths":
         paths = value.split(os.pathsep) if isinstance(value, str) else value
         return tuple(str(p) for p in paths if str(p).strip())
+    if name == "allowed_local_llms":
+        names = value.split(",") if isinstance(value, str) else value
+        return tuple(str(n).strip() for n in names if str(n).strip())
     if isinstance(default, bool) or name == "public":
         return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
     if isinstance(default, int) or name == "shots":

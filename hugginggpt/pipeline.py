@@ -158,12 +158,12 @@ class _Run:
 
     def _stages(self, new_files: list[Path]) -> Generator[Event, None, None]:
         plan = yield from self._plan_stage(new_files)
+        self._checkpoint()
         if plan.tasks:
-            self._check_cancelled()
             choices = yield from self._select_stage(plan)
-            self._check_cancelled()
+            self._checkpoint()
             yield from self._execute_stage(plan, choices)
-            self._check_cancelled()
+            self._checkpoint()
         yield from self._respond_stage()
 
     def _plan_stage(self, new_files: list[Path]) -> Generator[Event, None, Plan]:
@@ -187,7 +187,7 @@ class _Run:
                 limits=PlanLimits(max_chars=self.s.max_plan_chars, max_tasks=self.s.max_plan_tasks),
             )
         if self.planning.plan is None:
-            self._check_cancelled()  # stopped while planning: no failure to report
+            self._checkpoint()  # stopped while planning: no failure to report
             raise _Failed(
                 ErrorKind.PLAN, f"I could not make a valid plan for this request. {self.planning.error}"
             )
@@ -251,10 +251,11 @@ class _Run:
                     break
                 self.answer.append(delta.text)
                 yield delta
-        self._check_cancelled()
+        self._checkpoint()
 
-    def _check_cancelled(self) -> None:
-        """Between stages: after Stop no further LLM call or model run starts."""
+    def _checkpoint(self) -> None:
+        """Between stages: the trace so far is written (a run that dies leaves it), and after Stop
+        no further LLM call or model run starts."""
         self._save_trace()
         if self.cancelled.is_set():
             raise _Cancelled

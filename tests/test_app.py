@@ -19,6 +19,7 @@ from PIL import Image
 
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import Catalog
+from hugginggpt.config import Settings
 from hugginggpt.events import (
     ModelSelected,
     PlanReady,
@@ -419,10 +420,32 @@ def test_new_conversation_gets_a_fresh_workspace_and_history(llm_server, tmp_pat
     assert fresh.workspace.root != first.workspace.root and fresh.history == [] and fresh.display == []
     assert "a.png" not in fresh.workspace.files() and not first.workspace.root.exists()  # files deleted
 
-    chat.conversations.limit = 3  # API clients that never leave: the least recently used go first
-    for n in range(3, 7):
-        chat.conversation(f"s{n}")
-    assert list(chat.conversations) == ["s4", "s5", "s6"]
+
+def test_a_flood_of_new_sessions_never_pushes_out_an_active_conversation(tmp_path):
+    from webui.conversations import ConversationTable, TableFull
+
+    now = [0.0]
+    table = ConversationTable(tmp_path / "ws", limit=50, per_client=5, idle_seconds=600, clock=lambda: now[0])
+    active = table.get("visitor", "10.0.0.1")
+    (active.workspace.root / "uploads" / "photo.png").write_bytes(b"png")
+    refused = 0
+    for n in range(510):  # anonymous requests, each with a fresh session, from a few addresses
+        try:
+            table.get(f"flood-{n}", f"10.0.1.{n % 12}")
+        except TableFull as e:
+            refused += 1
+            assert "try again" in str(e) or "Too many conversations from your address" in str(e)
+    assert refused == 510 - 49 and table.find("visitor") is active
+    assert (active.workspace.root / "uploads" / "photo.png").is_file()
+
+    now[0] += 300  # the visitor comes back: still there; the flood's conversations idle on
+    assert table.get("visitor", "10.0.0.1") is active
+    now[0] += 400  # the flood's conversations have been idle 700 s, the visitor's 400 s
+    table.get("visitor", "10.0.0.1")
+    assert list(table) == ["visitor"] and active.workspace.root.exists()
+    now[0] += 700  # idle past the limit: the conversation ends and its files go
+    table.get("someone-else")
+    assert table.find("visitor") is None and not active.workspace.root.exists()
 
 
 def test_zerogpu_wraps_local_model_calls_in_spaces_gpu(monkeypatch, tmp_path):
@@ -513,3 +536,58 @@ def test_the_status_line_never_shows_a_password_in_the_servers_base_url(tmp_path
     )
     line = chat.status(LLMChoice())
     assert "127.0.0.1:9/v1" in line and "pw-secret" not in line
+
+
+def test_on_a_public_app_visitors_pick_only_the_operators_local_models(tmp_path):
+    from webui.chat import ChatApp, LLMChoice
+
+    settings = Settings(workdir=str(tmp_path / "ws"), allowed_local_llms=("tiny/chat",))
+    public = ChatApp(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint(), public_llm_only=True)
+    for typed in ("/etc", "/", str(tmp_path), "someone/huge-model"):
+        with pytest.raises(ValueError, match="one of its own local models"):
+            public.request_settings(LLMChoice(model=typed))
+    assert public.request_settings(LLMChoice(model="tiny/chat")).llm_model == "tiny/chat"
+    private = ChatApp(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint(), public_llm_only=False)
+    assert private.request_settings(LLMChoice(model=str(tmp_path))).llm_model == str(tmp_path)
+
+
+def test_a_secret_in_the_base_urls_query_never_reaches_the_status_line(tmp_path):
+    from webui.chat import ChatApp, LLMChoice
+
+    settings = Settings(
+        workdir=str(tmp_path / "ws"), llm_base_url="https://u:pw@llm.example/v1?api-key=sk-q1"
+    )
+    line = ChatApp(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint()).status(LLMChoice())
+    assert "sk-q1" not in line and "pw" not in line and "api-key=***" in line
+
+
+def test_two_visitors_on_trickling_llm_servers_do_not_slow_a_third(tmp_path):
+    from fakes.llm_server import FakeLLMServer, Reply
+
+    with FakeLLMServer() as normal, FakeLLMServer() as trickling:
+        normal.script("plan", '{"tasks": []}').script("respond", "Hello there.")
+        trickling.responder = lambda stage, body: Reply("tick " * 40, chunk_delay=0.25)  # ten seconds a reply
+        settings = app_settings(normal, tmp_path / "ws")
+        with running_app(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint()) as demo:
+
+            def timed_request() -> float:
+                started = time.perf_counter()
+                updates, _, _ = send(Client(demo.local_url, verbose=False), "hello")
+                assert "Hello there." in texts(updates[-1])
+                return time.perf_counter() - started
+
+            alone = min(timed_request() for _ in range(2))  # the first also warms the app up
+            slow = [
+                Client(demo.local_url, verbose=False).submit(
+                    {"text": "hello", "files": []}, trickling.url, "m", "k", "local", 5, api_name="/chat"
+                )
+                for _ in range(2)
+            ]
+            deadline = time.time() + 10
+            while len(trickling.requests) < 2 and time.time() < deadline:  # both are trickling now
+                time.sleep(0.05)
+            assert len(trickling.requests) == 2
+            beside = timed_request()
+            assert not any(job.done() for job in slow)  # they were still trickling all along
+    print(f"\nthird visitor: {alone:.2f} s alone, {beside:.2f} s beside two trickling servers")
+    assert beside <= alone + 1.0

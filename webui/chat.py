@@ -25,7 +25,7 @@ from hugginggpt.llm import LLM
 from hugginggpt.pipeline import Pipeline
 
 from .backends import Backends
-from .conversations import Conversation, ConversationTable
+from .conversations import Conversation, ConversationTable, TableFull
 from .render import RunView
 from .session_settings import LLMChoice, merge_settings
 from .status import status_line
@@ -69,8 +69,8 @@ class ChatApp:
         self.conversations = ConversationTable(self.workdir, limit=max_conversations, welcome=self.welcome)
         self.backends = Backends(settings, llm=llm, endpoint=endpoint, public=self.public_llm_only)
 
-    def conversation(self, session: str) -> Conversation:
-        return self.conversations.get(session)
+    def conversation(self, session: str, client: str = "") -> Conversation:
+        return self.conversations.get(session, client)
 
     def reset(self, session: str) -> None:
         """A new conversation for this session: fresh workspace and history."""
@@ -121,10 +121,20 @@ class ChatApp:
     # ---- one request --------------------------------------------------------------------------
 
     def respond(
-        self, session: str, message: dict[str, Any] | str | None, choice: LLMChoice, *, poll: float = 0.05
+        self,
+        session: str,
+        message: dict[str, Any] | str | None,
+        choice: LLMChoice,
+        *,
+        client: str = "",
+        poll: float = 0.05,
     ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
         """Yields (chat messages, trace files, still running) as the request advances."""
-        conv = self.conversation(session)
+        try:
+            conv = self.conversation(session, client)
+        except TableFull as e:
+            yield [_note(str(e))], [], False
+            return
         text, files = _split_message(message)
         if conv.cancel is not None:
             yield conv.display + [_note(BUSY)], conv.traces, True
@@ -215,6 +225,8 @@ class ChatApp:
     def _finish(self, conv: Conversation, text: str, view: RunView) -> None:
         done = view.done
         assert done is not None
+        if done.incomplete:
+            view.note(f"*The answer above is incomplete: {done.incomplete}.*")
         if done.outcome is Outcome.CANCELLED:
             view.note("Stopped." + (" The partial answer above was kept." if done.answer else ""))
         elif done.error:
