@@ -352,8 +352,17 @@ def test_prompt_lines_mark_unknown_counts():
 
 
 def test_jsonl_roundtrip_of_cards(tmp_path):
+    from hugginggpt.catalog.card import ProviderRoute
+
     c = card("a/b", languages=("en", "fr"), tags=("x",), size_bytes=10, counts_known=False)
     assert ModelCard.from_json(json.loads(json.dumps(c.to_json()))) == c
+    # Providers: unknown (None) is left out; none known (()) stays, as an empty list.
+    served = card("a/c", providers=(ProviderRoute("fal-ai", "live", "summarization"),))
+    unserved = card("a/d", providers=())
+    assert "providers" not in c.to_json() and unserved.to_json()["providers"] == ()
+    write_indexed([c, served, unserved], tmp_path / "cards.jsonl")
+    indexed = IndexedFile(tmp_path / "cards.jsonl")
+    assert [indexed.find("summarization", x.id) for x in (c, served, unserved)] == [c, served, unserved]
 
 
 # ---- the command line ---------------------------------------------------------------------------
