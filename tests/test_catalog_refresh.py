@@ -308,9 +308,9 @@ def test_check_a_task_of_the_catalog_as_json(hub, tmp_path):
     assert tiny == {
         "id": "acme/tiny-sum", "task": "summarization", "in_catalog": True, "exists": True, "gated": False,
         "providers": [], "live_providers": [], "library": "transformers", "local": True, "error": None,
-        "folder": None,
+        "not_on_hub": None,
     }  # fmt: skip
-    assert mine["folder"] == str(folder) and mine["local"] is True  # a folder: the Hub is not asked
+    assert mine["not_on_hub"] == f"a local folder ({folder})" and mine["local"] is True  # not asked
     assert shipped["in_catalog"] and shipped["exists"] is False
     asked = sorted(r["path"] for r in hub.requests[before:])  # asked a few at a time: any order
     assert asked == sorted(["/api/models/acme/tiny-sum", f"/api/models/{shipped['id']}"])
@@ -322,6 +322,16 @@ def test_check_reports_a_hub_error_for_one_model_and_goes_on(hub):
     lines = result.stdout.splitlines()
     assert lines[0].endswith("acme/flaky: could not check (HTTP 500)")
     assert "acme/chat: exists" in lines[1] and "Traceback" not in result.stderr
+
+
+def test_check_does_not_ask_the_hub_about_built_in_annotators(hub):
+    before = len(hub.requests)
+    result = catalog_cli(hub.url, "check", "canny-edge-detector")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0].endswith(
+        "canny-edge-detector: built into the local runtime (no weights), not a Hub model; local: yes"
+    )
+    assert len(hub.requests) == before
 
 
 def test_check_needs_models_or_a_task_and_the_hub(tmp_path):

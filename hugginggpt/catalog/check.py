@@ -40,7 +40,7 @@ class Checked:
     library: str | None = None
     local: bool = False  # the local rule: the runtime's library and a task it serves
     error: str | None = None
-    folder: str | None = None  # a card's local folder: not a Hub model, not asked
+    not_on_hub: str | None = None  # what it is instead (a local folder, built in): the Hub is not asked
 
     @property
     def live(self) -> list[str]:
@@ -60,7 +60,7 @@ class Checked:
             "library": self.library,
             "local": self.local,
             "error": self.error,
-            "folder": self.folder,
+            "not_on_hub": self.not_on_hub,
         }
 
     def line(self) -> str:
@@ -69,8 +69,8 @@ class Checked:
             return f"{head}: could not check ({self.error})"
         if not self.exists:
             return f"{head}: MISSING (not on the Hub, or private)"
-        if self.folder:
-            return f"{head}: a local folder ({self.folder}); local: {'yes' if self.local else 'no'}"
+        if self.not_on_hub:
+            return f"{head}: {self.not_on_hub}, not a Hub model; local: {'yes' if self.local else 'no'}"
         gated = f"gated ({self.gated})" if self.gated else "not gated"
         served = ", ".join(f"{r.provider} ({r.status}, {r.task})" for r in self.providers) or "none"
         local = "yes" if self.local else "no"
@@ -80,16 +80,31 @@ class Checked:
 def check_models(wanted: Iterable[Wanted]) -> list[Checked]:
     """One result per wanted model, in order. Raises HubUnreachable when the Hub cannot be reached."""
     wanted = list(wanted)
-    ids = list(dict.fromkeys(w.id for w in wanted if not (w.card and w.card.path)))
+    ids = list(dict.fromkeys(w.id for w in wanted if _not_on_hub(w.card) is None))
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         answers = dict(zip(ids, pool.map(_ask, ids), strict=True))
-    return [_folder(w) if w.card and w.card.path else _result(w, answers[w.id]) for w in wanted]
+    return [_result(w, answers[w.id]) if w.id in answers else _local_only(w) for w in wanted]
 
 
-def _folder(wanted: Wanted) -> Checked:
+def _not_on_hub(card: ModelCard | None) -> str | None:
+    if card is not None and card.path:
+        return f"a local folder ({card.path})"
+    if card is not None and card.library == "builtin":
+        return "built into the local runtime (no weights)"
+    return None
+
+
+def _local_only(wanted: Wanted) -> Checked:
     card = wanted.card
+    assert card is not None  # only cards are local-only
     return Checked(
-        card.id, card.task, True, exists=True, library=card.library, local=card.local, folder=card.path
+        card.id,
+        card.task,
+        True,
+        exists=True,
+        library=card.library,
+        local=card.local,
+        not_on_hub=_not_on_hub(card),
     )
 
 
