@@ -15,13 +15,14 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ..tasks import TASKS
-from .card import ModelCard
+from .card import ModelCard, ProviderRoute
 
 FIELDS = set(ModelCard.__dataclass_fields__)
 INT_FIELDS = ("downloads", "likes", "size_bytes")
 STR_FIELDS = ("id", "task", "description", "library", "path", "endpoint_url", "license")
 LIST_FIELDS = ("languages", "datasets", "tags")
 BOOL_FIELDS = ("local", "counts_known")
+ROUTE_FIELDS = ("provider", "status", "task")  # each entry of `providers`, as refresh writes it
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,11 @@ def check(item: Any, *, base: Path) -> tuple[dict[str, Any], list[str]]:
                 errors.append(f"`{name}` must be a list of strings")
                 continue
             value = tuple(value)
+        elif name == "providers":
+            value, problem = _providers(value)
+            if problem:
+                errors.append(problem)
+                continue
         fields[name] = value
     if "endpoint_url" in fields:
         url = urlparse(fields["endpoint_url"])
@@ -166,3 +172,18 @@ def check(item: Any, *, base: Path) -> tuple[dict[str, Any], list[str]]:
                 errors.append(f"`path` {fields['path']!r} is not a folder (resolved to {folder})")
             fields["path"] = str(folder)
     return fields, errors
+
+
+def _providers(value: Any) -> tuple[tuple[ProviderRoute, ...], str | None]:
+    """`providers`: a list of {provider, status, task}, each a non-empty string."""
+    wrong = "`providers` must be a list of {provider, status, task} entries (strings)"
+    if not isinstance(value, list):
+        return (), wrong
+    routes = []
+    for item in value:
+        if not isinstance(item, dict) or set(item) != set(ROUTE_FIELDS):
+            return (), wrong
+        if not all(isinstance(item[k], str) and item[k].strip() for k in ROUTE_FIELDS):
+            return (), wrong
+        routes.append(ProviderRoute(**{k: item[k].strip() for k in ROUTE_FIELDS}))
+    return tuple(routes), None
