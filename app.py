@@ -8,20 +8,20 @@ among them HUGGINGGPT_APP_MAX_UPLOAD_MB and HUGGINGGPT_APP_CONCURRENCY.
 
 # No `from __future__ import annotations`: Gradio finds the gr.Request parameters by their annotation.
 import logging
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from starlette.middleware import Middleware
 
+import webui.gpu  # noqa: F401  (first of the project: it imports `spaces` before anything touches torch)
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings, load_settings
 from hugginggpt.endpoints import Endpoint
 from hugginggpt.llm import LLM
 from hugginggpt.modes import INFERENCE_MODES
 from webui.chat import ChatApp, LLMChoice
+from webui.files import Publisher
 from webui.headers import ContentSecurityPolicy
 
 ROOT = Path(__file__).resolve().parent
@@ -68,8 +68,10 @@ def build_demo(
     max_upload_bytes: int | None = None,
     concurrency: int | None = None,
     public_llm_only: bool | None = None,
+    warm_up: bool = False,
 ):
-    """The Gradio app. Tests inject a catalog, an endpoint (or local tiny models) and an LLM URL."""
+    """The Gradio app. Tests inject a catalog, an endpoint (or local tiny models) and an LLM URL.
+    `warm_up`: import the model runtime and load the local LLM now, in the background."""
     import gradio as gr
 
     settings = settings or load_settings()
@@ -81,6 +83,8 @@ def build_demo(
         max_upload_bytes=max_upload_bytes,
         public_llm_only=public_llm_only,
     )
+    if warm_up:
+        chat.backends.warm_up()
     # delete_cache: Gradio's copies of uploads and outputs are removed after a day (checked hourly).
     with gr.Blocks(title="HuggingGPT", delete_cache=(3600, 86400)) as demo:
         page = _layout(gr, settings, chat)
@@ -150,7 +154,9 @@ def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
 
 
 def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> None:
-    publish = _publisher(chat.workdir)
+    from gradio import utils
+
+    publisher = Publisher(Path(utils.get_upload_folder()))
 
     def choice(base_url: str, model: str, key: str, mode: str, top_k: float) -> LLMChoice:
         return LLMChoice(base_url or "", model or "", key or "", mode or "", top_k)
@@ -161,14 +167,14 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
         for messages, trace_files, running in chat.respond(
             session, message, choice(base_url, model, key, mode, top_k), client=client
         ):
+            conv = chat.conversations.find(session)
+            if conv is None or conv.ended:  # the page was left: nothing more is served for it
+                return
             yield (
-                publish(messages),
-                [publish_file(t) for t in trace_files],
+                publisher.messages(conv, messages),
+                [publisher.file(conv, t) for t in trace_files],
                 gr.MultimodalTextbox(value=None, interactive=not running),
             )
-
-    def publish_file(path: str) -> str:
-        return publish([{"content": {"path": path}}])[0]["content"]["path"]
 
     def on_stop(request: gr.Request) -> None:
         chat.stop(_session(request))
@@ -207,6 +213,14 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
     for field in (page.mode, page.top_k):
         field.change(show_status, inputs, page.status, api_name=False, show_progress="hidden")
     demo.load(show_status, inputs, page.status, api_name=False)
+    # While the runtime warms up, the status line follows it; the timer stops once it is ready.
+    warming = gr.Timer(2.0, active=chat.backends.warm_state not in ("", "ready"))
+
+    def follow_warm_up(base_url, model, key, mode, top_k):
+        done = chat.backends.warm_state in ("", "ready") or "not available" in chat.backends.warm_state
+        return show_status(base_url, model, key, mode, top_k), gr.Timer(active=not done)
+
+    warming.tick(follow_warm_up, inputs, [page.status, warming], api_name=False, show_progress="hidden")
     demo.unload(on_unload)
 
 
@@ -214,8 +228,11 @@ def launch_options(max_upload_bytes: int = 20_000_000) -> dict[str, Any]:
     """launch() arguments shared by main() and the tests (Gradio 6 takes css in launch())."""
     return {
         "css": CSS,
+        # No run history: Gradio would keep every request's inputs, the typed API key among them,
+        # in the browser's localStorage.
+        "run_history": False,
         # Only the example files are served by path; conversations' files are served from Gradio's
-        # cache under unguessable content-hash names, never by their workspace path.
+        # cache under random folder names, each copy deleted when its conversation ends (webui.files).
         "allowed_paths": [str(ASSETS)],
         # A hard stop well above the friendly per-file check (which answers in the chat).
         "max_file_size": max(4 * max_upload_bytes, 50_000_000),
@@ -232,38 +249,11 @@ def _session(request: Any) -> str:
     return getattr(request, "session_hash", None) or "local"
 
 
-def _publisher(workdir: Path):
-    """Gradio copies a returned file into its cache only from the working directory, the temp dir or
-    allowed_paths. Listing the workspaces in allowed_paths would serve every conversation's files to
-    anyone with the path, so a workdir elsewhere (e.g. /data on a Space) is copied into the cache here."""
-    reachable = any(workdir.is_relative_to(Path(d).resolve()) for d in (os.getcwd(), tempfile.gettempdir()))
-
-    def publish(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if reachable:
-            return messages
-        from gradio import processing_utils, utils
-
-        out = []
-        for m in messages:
-            content = m.get("content")
-            if (
-                isinstance(content, dict)
-                and "path" in content
-                and Path(content["path"]).is_relative_to(workdir)
-            ):
-                cached = processing_utils.save_file_to_cache(content["path"], utils.get_upload_folder())
-                m = {**m, "content": {**content, "path": cached}}
-            out.append(m)
-        return out
-
-    return publish
-
-
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP call is noise
     settings = load_settings()
-    demo = build_demo(settings)
+    demo = build_demo(settings, warm_up=True)
     limit = demo.chat_app.max_upload_bytes
     demo.queue(max_size=64).launch(**launch_options(limit))
 

@@ -133,10 +133,17 @@ class _Run:
             outcome, error, kind = Outcome.FAILED, str(e), e.kind
         except LLMError as e:
             outcome, error, kind = Outcome.FAILED, str(e), ErrorKind.LLM
-        except Exception:  # a bug: logged with its stack trace, reported without it
-            log.exception("request %s failed", self.request_id)
-            outcome, error = Outcome.FAILED, "Internal error while answering; the server log has the details."
-            kind = ErrorKind.INTERNAL
+        except Exception as e:
+            if self.cancelled.is_set():  # e.g. the page was left and its folder deleted under the run
+                log.info("request %s ended after a stop: %s: %s", self.request_id, type(e).__name__, e)
+                outcome = Outcome.CANCELLED
+            else:  # a bug: logged with its stack trace, reported without it
+                log.exception("request %s failed", self.request_id)
+                outcome, error = (
+                    Outcome.FAILED,
+                    "Internal error while answering; the server log has the details.",
+                )
+                kind = ErrorKind.INTERNAL
         finally:
             timer.cancel()
             self.timings["total"] = time.perf_counter() - started

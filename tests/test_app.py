@@ -18,7 +18,7 @@ from gradio_client import Client, handle_file
 from PIL import Image
 
 from hugginggpt.artifacts import Artifact
-from hugginggpt.catalog import Catalog
+from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.config import Settings
 from hugginggpt.events import (
     ModelSelected,
@@ -448,37 +448,73 @@ def test_a_flood_of_new_sessions_never_pushes_out_an_active_conversation(tmp_pat
     assert table.find("visitor") is None and not active.workspace.root.exists()
 
 
-def test_zerogpu_wraps_local_model_calls_in_spaces_gpu(monkeypatch, tmp_path):
+def test_zerogpu_calls_carry_the_request_context_and_a_duration_per_call(tmp_path):
     import contextvars
-    import sys
-    import types
 
-    from webui.gpu import GPUEndpoint, on_gpu
+    from webui.gpu import MAX_SECONDS, GPUEndpoint, _duration, gpu_seconds, on_gpu
 
     inner = FakeEndpoint()
-    assert on_gpu(inner) is inner  # no `spaces` package: unchanged
+    assert on_gpu(inner) is inner  # off ZeroGPU `spaces.GPU` passes the function through: unchanged
     calls = []
     marker = contextvars.ContextVar("request", default=None)
 
-    def gpu(duration):
-        def wrap(fn):
-            def run(*args):
-                calls.append((duration, marker.get()))  # what spaces.GPU sees: the request's context
-                return fn(*args)
+    def runner(endpoint, task, model, inputs, out_dir):  # what spaces.GPU's wrapper receives
+        calls.append((_duration(endpoint, task, model, inputs, out_dir), marker.get()))
+        return endpoint.run(task, model, inputs, out_dir)
 
-            return run
-
-        return wrap
-
-    monkeypatch.setitem(sys.modules, "spaces", types.SimpleNamespace(GPU=gpu))
     marker.set("request-1")
-    wrapped = on_gpu(inner, contextvars.copy_context())
+    wrapped = GPUEndpoint(inner, contextvars.copy_context(), runner=runner)
     marker.set(None)
-    assert isinstance(wrapped, GPUEndpoint) and "ZeroGPU" in wrapped.describe()
+    assert "ZeroGPU" in wrapped.describe()
     [card] = FAKE_CATALOG.candidates("text-to-image")
     done = threading.Thread(target=wrapped.run, args=("text-to-image", card, {"text": "a cat"}, tmp_path))
     done.start(), done.join()  # from a worker thread, as the scheduler calls it
-    assert calls == [(120, "request-1")] and inner.calls[0][1] == "org/painter"
+    assert calls == [(gpu_seconds("text-to-image", card), "request-1")] and inner.calls[0][1] == "org/painter"
+    big = ModelCard(id="big", task="text-to-video", size_bytes=60 * 10**9)
+    small = ModelCard(id="small", task="image-classification", size_bytes=10**8)
+    assert gpu_seconds("text-to-video", big) == MAX_SECONDS  # within the tier's limit
+    assert gpu_seconds("image-classification", small) < gpu_seconds("text-to-image", card) < MAX_SECONDS
+
+
+def test_the_real_spaces_package_is_a_no_op_off_zerogpu():
+    spaces = pytest.importorskip("spaces")
+
+    def task(x):
+        return x * 2
+
+    assert spaces.GPU(duration=lambda x: 5)(task) is task
+
+
+def test_spaces_is_imported_before_torch_and_the_gpu_function_is_decorated_at_import(tmp_path):
+    """What ZeroGPU needs and a CPU machine can check: `spaces` first, the decorated function made
+    when the app is imported (before launch), and CUDA untouched."""
+    import subprocess
+    import sys
+
+    stub = tmp_path / "stub" / "spaces"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text(
+        "import sys\n"
+        "TORCH_BEFORE = 'torch' in sys.modules\n"
+        "DECORATED = []\n"
+        "def GPU(duration=None):\n"
+        "    def wrap(fn):\n"
+        "        DECORATED.append((fn.__name__, duration))\n"
+        "        def run(*args, **kwargs):\n"
+        "            return fn(*args, **kwargs)\n"
+        "        return run\n"
+        "    return wrap\n"
+    )
+    check = (
+        "import sys; import app; import spaces, webui.gpu as g\n"
+        "assert not spaces.TORCH_BEFORE, 'torch was imported before spaces'\n"
+        "assert [n for n, _ in spaces.DECORATED] == ['_on_gpu'] and g.zerogpu_active()\n"
+        "import torch; assert not torch.cuda.is_initialized()\n"
+        "print('ok')\n"
+    )
+    env = {**__import__("os").environ, "PYTHONPATH": f"{stub.parent}:{Path(__file__).parent.parent}"}
+    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, timeout=120)
+    assert out.stdout.strip().endswith("ok"), out.stderr[-2000:]
 
 
 def test_unparsable_typed_base_url_is_a_settings_problem_in_the_chat(tmp_path):
@@ -591,3 +627,45 @@ def test_two_visitors_on_trickling_llm_servers_do_not_slow_a_third(tmp_path):
             assert not any(job.done() for job in slow)  # they were still trickling all along
     print(f"\nthird visitor: {alone:.2f} s alone, {beside:.2f} s beside two trickling servers")
     assert beside <= alone + 1.0
+
+
+def test_leaving_the_page_mid_run_ends_the_work_without_a_crash_or_a_file_left(llm_server, tmp_path, caplog):
+    """A model that ignores Stop finishes after the page is gone: no LLM call follows, nothing it
+    writes stays, and the log has no crash."""
+    from webui.chat import ChatApp, LLMChoice
+
+    endpoint = FakeEndpoint(duration=1.0)  # does not look at the stop signal
+    chat = ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=FAKE_CATALOG, endpoint=endpoint)
+    updates = chat.respond(
+        "s1", {"text": "[conv-left] caption", "files": [str(photo(tmp_path / "a.png"))]}, LLMChoice()
+    )
+    conv = chat.conversation("s1")
+    before = len(llm_server.requests)
+    for _ in updates:
+        if endpoint.calls:  # a model is running: the page is closed now
+            calls_at_leave = len(llm_server.requests)
+            chat.drop("s1")
+            break
+    updates.close()
+    deadline = time.time() + 10
+    while conv.cancel is not None and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.5)  # the model's call ends in the background
+    assert not conv.workspace.root.exists()
+    assert len(llm_server.requests) == calls_at_leave > before  # no correction, selection or answer after
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+
+
+def test_with_no_llm_configured_and_no_network_the_first_message_says_what_to_set(tmp_path):
+    from webui.chat import CONFIGURE_HINT, ChatApp, LLMChoice
+
+    settings = Settings(workdir=str(tmp_path / "ws"), local_llm_model="nobody/not-downloaded")
+    chat = ChatApp(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint())
+    warm = chat.backends.warm_up()  # as at app start
+    started = time.perf_counter()
+    *_, (messages, _, running) = chat.respond("s1", {"text": "hello", "files": []}, LLMChoice())
+    assert time.perf_counter() - started < 5 and not running
+    assert "not downloaded, and HF_HUB_OFFLINE is set" in messages[-1]["content"]
+    assert CONFIGURE_HINT in messages[-1]["content"]
+    warm.join(30)
+    assert "local LLM is not available" in chat.status(LLMChoice())

@@ -100,9 +100,11 @@ class ChatApp:
         except ValueError as e:
             return f"**Settings problem:** {e}"
         endpoint = self.backends.endpoint_for(s.inference).describe()
-        return status_line(
+        line = status_line(
             s, endpoint=endpoint, catalog_size=len(self.catalog), catalog_problems=len(self.catalog.problems)
         )
+        warm = self.backends.warm_state
+        return line + (f" · *{warm}*" if warm and warm != "ready" else "")
 
     def welcome(self) -> list[dict[str, Any]]:
         if self.settings.uses_server:
@@ -258,6 +260,8 @@ def _drive(
         log.exception("the pipeline crashed")
     finally:
         run.close()
+        if conv.ended:  # the page was left mid-run: what the run wrote since goes too
+            conv.delete_files()
         events.put(None)
 
 

@@ -34,12 +34,24 @@ class Conversation:
     traces: list[str] = field(default_factory=list)
     requests: int = 0
     cancel: threading.Event | None = None  # set while a request runs
+    served: set[Path] = field(default_factory=set)  # the copies the browser fetches (webui.files)
+    copies: dict[Path, Path] = field(default_factory=dict)  # workspace file -> its served copy
+    ended: bool = False
 
     def remove(self) -> None:
-        """Stop its run and delete its files."""
+        """Stop its run and delete its files: the workspace and every copy served to the page."""
+        self.ended = True
         if self.cancel is not None:
             self.cancel.set()
+        self.delete_files()
+
+    def delete_files(self) -> None:
         shutil.rmtree(self.workspace.root, ignore_errors=True)
+        for path in list(self.served):
+            path.unlink(missing_ok=True)
+            if path.parent.name != "gradio":  # the copy's own random folder (an upload's hash folder)
+                shutil.rmtree(path.parent, ignore_errors=True)
+        self.served.clear()
 
 
 class ConversationTable:
