@@ -98,6 +98,8 @@ def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
         "## HuggingGPT\nAsk for something that needs models: the controller LLM plans tasks, picks "
         "Hugging Face models for them, runs them and answers. Attach images or audio with the clip."
     )
+    if settings.uses_oauth:  # a signed-in visitor's token pays for their hosted calls and ZeroGPU quota
+        gr.LoginButton(elem_id="login")
     status = gr.Markdown(elem_id="status")
     chatbot = gr.Chatbot(
         value=chat.welcome(),
@@ -162,10 +164,26 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
         return LLMChoice(base_url or "", model or "", key or "", mode or "", top_k)
 
     def respond(message: dict[str, Any], base_url, model, key, mode, top_k, request: gr.Request):
+        yield from answer(message, choice(base_url, model, key, mode, top_k), request, None)
+
+    def respond_signed_in(
+        message: dict[str, Any],
+        base_url,
+        model,
+        key,
+        mode,
+        top_k,
+        request: gr.Request,
+        token: gr.OAuthToken | None,
+    ):
+        the_choice = choice(base_url, model, key, mode, top_k)
+        yield from answer(message, the_choice, request, token.token if token else None)
+
+    def answer(message: dict[str, Any], the_choice: LLMChoice, request: Any, hf_token: str | None):
         session = _session(request)
         client = getattr(getattr(request, "client", None), "host", "") or ""
         for messages, trace_files, running in chat.respond(
-            session, message, choice(base_url, model, key, mode, top_k), client=client
+            session, message, the_choice, client=client, hf_token=hf_token
         ):
             conv = chat.conversations.find(session)
             if conv is None or conv.ended:  # the page was left: nothing more is served for it
@@ -191,7 +209,8 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
 
     inputs = page.choice_inputs
     run = page.box.submit(
-        respond,
+        # Gradio asks for sign-in routes only when a handler takes a token: off a Space they need a login.
+        respond_signed_in if chat.settings.uses_oauth else respond,
         [page.box, *inputs],
         [page.chatbot, page.traces, page.box],
         api_name="chat",

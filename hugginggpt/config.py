@@ -26,6 +26,7 @@ ENV_ALIASES = {
     "hf_token": "HF_TOKEN",
     "space_id": "SPACE_ID",
     "server_name": "GRADIO_SERVER_NAME",
+    "oauth_client_id": "OAUTH_CLIENT_ID",
 }
 ENV_NAMES = {"catalog_paths": "HUGGINGGPT_CATALOG"}  # HUGGINGGPT_<FIELD> would read oddly
 
@@ -77,6 +78,8 @@ class Settings:
     space_id: str | None = None  # set on a Hugging Face Space
     server_name: str = "127.0.0.1"  # where the app listens (GRADIO_SERVER_NAME)
     public: bool | None = None  # None: public on a Space or when listening beyond loopback
+    oauth: bool | None = None  # "Sign in with Hugging Face"; None: on where the Space enables hf_oauth
+    oauth_client_id: str | None = field(default=None, repr=False)  # set by a Space with hf_oauth
 
     def __post_init__(self) -> None:
         if self.inference not in INFERENCE_MODES:
@@ -106,6 +109,10 @@ class Settings:
         if self.public is not None:
             return self.public
         return bool(self.space_id) or self.server_name.strip("[]") not in LOOPBACK_NAMES
+
+    @property
+    def uses_oauth(self) -> bool:
+        return self.oauth if self.oauth is not None else bool(self.oauth_client_id)
 
     @property
     def max_upload_bytes(self) -> int:
@@ -151,7 +158,7 @@ def _coerce(name: str, value: Any) -> Any:
     if name == "allowed_local_llms":
         names = value.split(",") if isinstance(value, str) else value
         return tuple(str(n).strip() for n in names if str(n).strip())
-    if isinstance(default, bool) or name == "public":
+    if isinstance(default, bool) or name in ("public", "oauth"):
         return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
     if isinstance(default, int) or name == "shots":
         return int(value)

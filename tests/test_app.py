@@ -669,3 +669,58 @@ def test_with_no_llm_configured_and_no_network_the_first_message_says_what_to_se
     assert CONFIGURE_HINT in messages[-1]["content"]
     warm.join(30)
     assert "local LLM is not available" in chat.status(LLMChoice())
+
+
+def test_sign_in_with_hugging_face_uses_gradios_oauth_and_the_visitors_token(
+    llm_server, tmp_path, monkeypatch
+):
+    """With hf_oauth the page offers sign-in (Gradio's local mock off a Space) and a signed-in
+    visitor's token is what their hosted calls carry; the server's own token stays for the others."""
+    import gradio.oauth
+
+    from webui.backends import Backends
+
+    monkeypatch.setenv("HF_TOKEN", "hf_server_token")
+    monkeypatch.setattr(
+        gradio.oauth,
+        "whoami",
+        lambda *a, **k: {"type": "user", "name": "v", "fullname": "V", "avatarUrl": ""},
+    )
+    settings = app_settings(llm_server, tmp_path / "ws", oauth=True, hf_token="hf_server_token")
+    with running_app(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint()) as demo:
+        config = httpx.get(f"{demo.local_url}config").json()
+        assert any(c.get("props", {}).get("elem_id") == "login" for c in config["components"])
+        login = httpx.get(f"{demo.local_url}login/huggingface", follow_redirects=False)
+        assert login.status_code in (302, 307) and "/login/callback" in login.headers["location"]
+        chat_fn = next(f for f in demo.fns.values() if f.api_name == "chat")
+        assert chat_fn.fn.__name__ == "respond_signed_in"
+
+    backends = Backends(Settings(hf_token="hf_server_token", inference="hosted"))
+    visitor = backends.endpoint_for("hosted", hf_token="hf_visitor_token")
+    anonymous = backends.endpoint_for("hosted")
+    assert [b.token for b in visitor.backends] == ["hf_visitor_token"]
+    assert [b.token for b in anonymous.backends] == ["hf_server_token"]
+
+
+def test_refused_catalog_entries_show_in_the_status_line(tmp_path):
+    from webui.chat import ChatApp, LLMChoice
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("- {id: a, task: make-coffee}\n- {id: b, task: summarization, extra: 1}\n")
+    settings = Settings(workdir=str(tmp_path / "ws"), catalog_paths=(str(mine),), llm_base_url="http://x/v1")
+    line = ChatApp(settings, endpoint=FakeEndpoint()).status(LLMChoice())
+    assert "(1 catalog entries refused: see the server log)" in line  # the warning alone refuses nothing
+
+
+def test_the_space_front_matter_names_catalog_models_and_preloads_only_those():
+    import yaml
+
+    from hugginggpt.catalog import load_catalog
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    front = yaml.safe_load(text.split("---")[1])
+    catalog = load_catalog([])
+    known = {card.id for task in catalog.tasks() for card in catalog.ranked(task) if card.local}
+    assert front["hf_oauth"] is True and front["app_file"] == "app.py"
+    assert set(front["models"]) - {"microsoft/speecht5_hifigan"} <= known  # the vocoder is SpeechT5's
+    assert {entry.split()[0] for entry in front["preload_from_hub"]} <= set(front["models"])

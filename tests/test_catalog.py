@@ -281,6 +281,22 @@ def test_malformed_user_files_are_reported_with_lines_not_raised(tmp_path, no_en
         "good-1",
         "good-2",
         "good-3",
+        "numbered",  # its unknown keys are ignored, with a warning
+    ]
+
+
+def test_the_hubs_field_names_are_accepted_and_unknown_fields_only_warn(tmp_path):
+    hub_style = tmp_path / "from-the-hub.jsonl"
+    hub_style.write_text(
+        '{"modelId": "acme/sum", "pipeline_tag": "summarization", "library_name": "transformers",'
+        ' "downloads": 42, "createdAt": "2024-01-01", "sha": "abc"}\n'
+    )
+    catalog = load_catalog([hub_style], shipped=None)
+    card = catalog.get("acme/sum", "summarization")
+    assert card is not None and card.library == "transformers" and card.downloads == 42
+    assert catalog.problems == [
+        f"{hub_style}:1: warning: unknown field(s) createdAt, sha ignored (known: "
+        + catalog.problems[0].split("(known: ")[1]
     ]
 
 

@@ -96,14 +96,19 @@ class Backends:
                 self._clients.popitem(last=False)
         return client
 
-    def endpoint_for(self, mode: str, context: contextvars.Context | None = None) -> Endpoint:
-        """The endpoint of inference `mode`; `context` is the Gradio request's (ZeroGPU reads it)."""
+    def endpoint_for(
+        self, mode: str, context: contextvars.Context | None = None, *, hf_token: str | None = None
+    ) -> Endpoint:
+        """The endpoint of inference `mode`; `context` is the Gradio request's (ZeroGPU reads it).
+        `hf_token`: a signed-in visitor's own token, which then pays for their hosted calls."""
         if self.endpoint is not None:
             return self.endpoint
+        s = self.settings
         with self._lock:
             if self._backends is None:
-                s = self.settings
                 self._backends = build_backends(hf_token=s.hf_token, provider=s.hf_provider)
         available = dict(self._backends)
         available["local"] = on_gpu(available["local"], context)
+        if hf_token:
+            available["hosted"] = build_backends(hf_token=hf_token, provider=s.hf_provider)["hosted"]
         return RoutedEndpoint(mode, available)

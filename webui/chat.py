@@ -68,6 +68,9 @@ class ChatApp:
         self.workdir = Path(settings.workdir).resolve()
         self.conversations = ConversationTable(self.workdir, limit=max_conversations, welcome=self.welcome)
         self.backends = Backends(settings, llm=llm, endpoint=endpoint, public=self.public_llm_only)
+        self._refused_entries = sum(": warning: " not in p for p in self.catalog.problems)
+        for problem in self.catalog.problems:  # the operator reads the details in the log
+            log.warning("catalog: %s", problem)
 
     def conversation(self, session: str, client: str = "") -> Conversation:
         return self.conversations.get(session, client)
@@ -101,7 +104,7 @@ class ChatApp:
             return f"**Settings problem:** {e}"
         endpoint = self.backends.endpoint_for(s.inference).describe()
         line = status_line(
-            s, endpoint=endpoint, catalog_size=len(self.catalog), catalog_problems=len(self.catalog.problems)
+            s, endpoint=endpoint, catalog_size=len(self.catalog), catalog_problems=self._refused_entries
         )
         warm = self.backends.warm_state
         return line + (f" · *{warm}*" if warm and warm != "ready" else "")
@@ -129,6 +132,7 @@ class ChatApp:
         choice: LLMChoice,
         *,
         client: str = "",
+        hf_token: str | None = None,
         poll: float = 0.05,
     ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
         """Yields (chat messages, trace files, still running) as the request advances."""
@@ -168,7 +172,9 @@ class ChatApp:
             pipeline = Pipeline(
                 llm=self.llm_for(s),
                 catalog=self.catalog,
-                endpoint=self.backends.endpoint_for(s.inference, contextvars.copy_context()),
+                endpoint=self.backends.endpoint_for(
+                    s.inference, contextvars.copy_context(), hf_token=hf_token
+                ),
                 settings=s,
             )
         except ValueError as e:

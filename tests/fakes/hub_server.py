@@ -125,6 +125,9 @@ class FakeHub:
                 if path == "/api/models" and hub.api_status != 200:
                     body = json.dumps({"error": "Invalid credentials in Authorization header"}).encode()
                     return self._send(hub.api_status, body, "application/json")
+                if path == "/api/whoami-v2":  # who the token belongs to (Gradio's local OAuth mock asks)
+                    user = {"type": "user", "name": "visitor", "fullname": "A Visitor", "avatarUrl": ""}
+                    return self._send(200, json.dumps(user).encode(), "application/json")
                 if path == "/api/models":
                     body = json.dumps(hub.list_models(query)).encode()
                     return self._send(200, body, "application/json")
