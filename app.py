@@ -20,8 +20,10 @@ from hugginggpt.catalog import Catalog
 from hugginggpt.config import INFERENCE_MODES, Settings, load_settings
 from hugginggpt.endpoints import Endpoint
 from hugginggpt.llm import LLM
+from webui.calls import Calls
 from webui.chat import DEFAULT_MAX_UPLOAD_BYTES, ChatApp, LLMChoice
 from webui.headers import ContentSecurityPolicy
+from webui.openai_api import routes as openai_routes
 
 ROOT = Path(__file__).resolve().parent
 ASSETS = ROOT / "assets"
@@ -65,7 +67,9 @@ def build_demo(
         llm=llm,
         max_upload_bytes=limit,
         public_llm_only=public_llm_only,
+        concurrency=concurrency,
     )
+    calls = Calls(chat)  # stateless calls from MCP clients and the OpenAI-compatible API
     publish = _publisher(chat.workdir)
 
     # delete_cache: Gradio's copies of uploads and outputs are removed after a day (checked hourly).
@@ -165,12 +169,15 @@ def build_demo(
             [box, *choice_inputs],
             [chatbot, traces, box],
             api_name="chat",
+            api_visibility="undocumented",  # callable by gradio_client, but not an MCP tool
             concurrency_limit=concurrency,
             show_progress="hidden",
         )
         run.then(lambda: gr.MultimodalTextbox(interactive=True), None, box, api_name=False)
-        stop.click(on_stop, None, None, queue=False, api_name="stop")
-        chatbot.clear(on_clear, None, [chatbot, traces], api_name="new_conversation")
+        stop.click(on_stop, None, None, queue=False, api_name="stop", api_visibility="undocumented")
+        chatbot.clear(
+            on_clear, None, [chatbot, traces], api_name="new_conversation", api_visibility="undocumented"
+        )
         for field in (base_url, model, key):  # typed fields: on leaving them, not on every key
             gr.on(
                 [field.blur, field.submit],
@@ -184,13 +191,21 @@ def build_demo(
             field.change(show_status, choice_inputs, status, api_name=False, show_progress="hidden")
         demo.load(show_status, choice_inputs, status, api_name=False)
         demo.unload(on_unload)
+        if settings.mcp_server:
+            from webui.mcp_tools import register as register_mcp_tools  # needs gradio, like this function
+
+            register_mcp_tools(calls)
     demo.chat_app = chat  # for tests and embedding: the conversations behind the page
+    demo.calls = calls
     return demo
 
 
-def launch_options(max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES) -> dict[str, Any]:
-    """launch() arguments shared by main() and the tests (Gradio 6 takes css in launch())."""
-    return {
+def launch_options(max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES, *, demo: Any = None) -> dict[str, Any]:
+    """launch() arguments shared by main() and the tests (Gradio 6 takes css in launch()).
+
+    Given the `demo` from build_demo, also its other doors: the MCP server (unless settings turn it
+    off) and the OpenAI-compatible API under /v1 (which answers 404 unless api_keys are set)."""
+    options: dict[str, Any] = {
         "css": CSS,
         # Only the example files are served by path; conversations' files are served from Gradio's
         # cache under unguessable content-hash names, never by their workspace path.
@@ -200,6 +215,10 @@ def launch_options(max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES) -> dict[str
         # Images and media only from the app: the chat shows markdown the LLM wrote (webui.headers).
         "app_kwargs": {"middleware": [Middleware(ContentSecurityPolicy)]},
     }
+    if demo is not None:
+        options["mcp_server"] = demo.chat_app.settings.mcp_server
+        options["app_kwargs"]["routes"] = [openai_routes(demo.calls)]
+    return options
 
 
 def _example(text: str, name: str | None) -> dict[str, Any]:
@@ -243,7 +262,7 @@ def main() -> None:
     settings = load_settings()
     demo = build_demo(settings)
     limit = demo.chat_app.max_upload_bytes
-    demo.queue(max_size=64).launch(**launch_options(limit))
+    demo.queue(max_size=64).launch(**launch_options(limit, demo=demo))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,10 @@ class Settings:
     allow_urls: bool = False
     url_max_bytes: int = 20 * 1024 * 1024
     workdir: str = "workspaces"
+    # Doors for other programs (the app only): the MCP server, and the OpenAI-compatible API, which
+    # is off unless bearer tokens are set (HUGGINGGPT_API_KEYS, comma-separated).
+    mcp_server: bool = True
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         if self.inference not in INFERENCE_MODES:
@@ -99,6 +103,9 @@ def _coerce(name: str, value: Any) -> Any:
     default = next(f.default for f in fields(Settings) if f.name == name)
     if name == "catalog_paths":
         return tuple(value.split(os.pathsep)) if isinstance(value, str) else tuple(value)
+    if name == "api_keys":
+        keys = value.split(",") if isinstance(value, str) else value
+        return tuple(str(k).strip() for k in keys if str(k).strip())
     if isinstance(default, bool):
         return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
     if isinstance(default, int) or name == "shots":

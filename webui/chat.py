@@ -33,6 +33,7 @@ from hugginggpt.workspace import Workspace
 
 from .gpu import on_gpu
 from .render import RunView
+from .slots import RunSlots
 from .uploads import check_upload
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ class ChatApp:
         max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
         public_llm_only: bool | None = None,
         max_conversations: int = 500,
+        concurrency: int = 8,
     ):
         self.settings = settings
         self.catalog = catalog if catalog is not None else build_catalog(settings)
@@ -99,6 +101,7 @@ class ChatApp:
         self._backends: dict[str, Endpoint] = {}
         self._local_llms: dict[str, LLM] = {}
         self._lock = threading.Lock()
+        self.slots = RunSlots(concurrency)  # requests answered at once, shared with the MCP and API doors
 
     # ---- conversations ------------------------------------------------------------------------
 
@@ -285,7 +288,7 @@ class ChatApp:
         events: queue.Queue = queue.Queue()
         worker = threading.Thread(
             target=_drive,
-            args=(pipeline, text, conv, [Path(f) for f in files], cancel, events),
+            args=(pipeline, text, conv, [Path(f) for f in files], cancel, events, self.slots),
             name=f"hugginggpt-{session[:8]}",
             daemon=True,
         )
@@ -346,8 +349,12 @@ def _drive(
     files: list[Path],
     cancel: threading.Event,
     events: queue.Queue,
+    slots: RunSlots,
 ) -> None:
     """Runs the pipeline in its own thread, so the chat can give up on it at once when stopped."""
+    if not slots.acquire(cancel, refuse_when_busy=False):  # busy with API calls: waits its turn
+        events.put(Done(Outcome.CANCELLED))
+        return
     run = pipeline.run(
         text, workspace=conv.workspace, files=files, history=list(conv.history), cancelled=cancel
     )
@@ -358,6 +365,7 @@ def _drive(
         log.exception("the pipeline crashed")
     finally:
         run.close()
+        slots.release()
         events.put(None)
 
 
