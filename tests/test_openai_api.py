@@ -1,9 +1,12 @@
 """The OpenAI-compatible API end to end: the app on 127.0.0.1 with the fake LLM server and tiny real
 models, driven by the real `openai` client."""
 
+import asyncio
 import base64
 import io
 import re
+import threading
+import time
 import wave
 
 import httpx
@@ -165,3 +168,68 @@ def test_without_keys_the_api_is_off(llm_server, tiny_catalog, tmp_path):
             client(demo).chat.completions.create(model="hugginggpt", messages=ask("hi"))
         models = httpx.get(demo.local_url.rstrip("/") + "/v1/models", trust_env=False)
         assert models.status_code == 404
+
+
+def test_a_client_that_hangs_up_stops_its_run(api_app, llm_server, tmp_path):
+    before = len(llm_server.requests)
+    stream = client(api_app).chat.completions.create(
+        model="hugginggpt",
+        messages=ask("[conv-gone] caption, draw and read it", image_part(photo(tmp_path / "s.png"))),
+        stream=True,
+    )
+    for chunk in stream:
+        if chunk.choices and (chunk.choices[0].delta.model_extra or {}).get("reasoning_content"):
+            break  # the run has started: hang up
+    stream.close()
+    slots, deadline = api_app.chat_app.slots, time.monotonic() + 20
+    while (slots.running or list(api_app.workdir.glob("call-*"))) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert slots.running == 0 and not list(api_app.workdir.glob("call-*"))
+    stages = [r["stage"] for r in llm_server.requests[before:]]
+    assert "plan" in stages and "respond" not in stages  # stopped before the answer was written
+
+
+def test_every_door_shares_one_limit_on_requests_at_once(llm_server, tiny_catalog, tmp_path):
+    """concurrency=1: a chat message, an MCP call and an API call sent together run one after another."""
+    from gradio_client import Client
+    from test_mcp import _calls
+
+    settings = app_settings(llm_server, tmp_path / "ws", api_keys=KEYS)
+    answers: dict[str, str] = {}
+    with running_app(settings, catalog=tiny_catalog, concurrency=1) as demo:
+        slots, peaks, stop = demo.chat_app.slots, [], threading.Event()
+
+        def watch():
+            while not stop.is_set():
+                peaks.append((slots.running, slots.waiting))
+                time.sleep(0.005)
+
+        def by_api():
+            reply = client(demo).chat.completions.create(model="hugginggpt", messages=ask("[conv-api] hello"))
+            answers["api"] = reply.choices[0].message.content
+
+        def by_mcp():
+            (result,) = asyncio.run(_calls(demo, [("hugginggpt", {"request": "[conv-mcp1] hello"})]))
+            answers["mcp1"] = result.content[0].text
+
+        def by_chat():
+            chat, _, _ = Client(demo.local_url, verbose=False).predict(
+                {"text": "[conv-chat] hello", "files": []}, "", "", "", "local", 5, api_name="/chat"
+            )
+            answers["chat"] = " ".join(p.get("text", "") for m in chat for p in m["content"])
+
+        llm_server.latency = 0.3  # each run takes a while (no models: the plan needs none)
+        threads = [threading.Thread(target=f) for f in (watch, by_api, by_mcp, by_chat)]
+        try:
+            for t in threads:
+                t.start()
+            for t in threads[1:]:
+                t.join(60)
+        finally:
+            llm_server.latency = 0.0
+            stop.set()
+            threads[0].join()
+    for door in ("api", "mcp1", "chat"):
+        assert f"Answer for conv-{door}" in answers[door]
+    assert max(running for running, _ in peaks) == 1
+    assert max(waiting for _, waiting in peaks) >= 1  # someone waited for the slot

@@ -15,6 +15,7 @@ URL), or a short note when the call made no image.
 import contextvars
 import inspect
 import json
+import logging
 import threading
 from contextlib import aclosing
 from typing import Any
@@ -30,6 +31,8 @@ from hugginggpt.events import Outcome
 from .api_files import InputRefused, Served, result_json, root_url, task_json
 from .calls import Calls, Credentials, FileRef, Finished, drive
 from .slots import Busy
+
+log = logging.getLogger(__name__)
 
 FILE_HELP = (
     "a data URL (data:image/png;base64,...), bare base64, or an http(s) URL (only when the server "
@@ -54,17 +57,11 @@ NO_IMAGE = "(No image was generated; any other files are linked in the result ab
 
 
 def served_tasks() -> list[str]:
-    """Task types the local runtime or hosted inference can serve, ControlNet's aside: their control
-    images come from another step, so they are reached through the `hugginggpt` tool."""
-    import models_local
-    from hugginggpt.endpoints.hosted import OPS
-
+    """The task types of hugginggpt.tasks, which the local runtime and hosted inference serve by the
+    same names; ControlNet's aside: their control images come from another step, so they are reached
+    through the `hugginggpt` tool. A task no catalog model can run here answers with that sentence."""
     controlnet = {f"{c}-{kind}" for c in task_types.CONTROLS for kind in ("control", "text-to-image")}
-    return [
-        name
-        for name in task_types.TASKS
-        if name not in controlnet and (name in models_local.SUPPORTED_TASKS or name in OPS)
-    ]
+    return [name for name in task_types.TASKS if name not in controlnet]
 
 
 def register(calls: Calls) -> None:
@@ -85,14 +82,14 @@ def hugginggpt_tool(calls: Calls):
         http: gr.Request = None,
     ) -> tuple[str, dict | str]:
         # The docstring (HUGGINGGPT_DOC) is the tool's description for the client's LLM.
-        refs = [FileRef(f, "file") for f in files or []]
+        refs = [FileRef(str(f), "file") for f in files or []]
         credentials = Credentials(x_llm_base_url or "", x_llm_model or "", x_llm_api_key or "")
         root_url = _root_url(http)
         context = contextvars.copy_context()
 
         def work(cancelled: threading.Event):
             return calls.pipeline_call(
-                request, refs, credentials, root_url=root_url, cancelled=cancelled, context=context
+                str(request or ""), refs, credentials, root_url=root_url, cancelled=cancelled, context=context
             )
 
         finished = await _finish(work)
@@ -142,8 +139,7 @@ def task_tool(calls: Calls, task: str):
 
     async def tool(*args: Any, **kwargs: Any) -> tuple[str, dict | str]:
         bound = signature.bind(*args, **kwargs)
-        values = {**{p.name: p.default for p in params if p.default is not inspect.Parameter.empty}}
-        values.update(bound.arguments)
+        values = dict(bound.arguments)
         http, model = values.pop("http", None), values.pop("model", None)
         root_url = _root_url(http)
         context = contextvars.copy_context()
@@ -187,6 +183,9 @@ async def _finish(work) -> Finished:
                     finished = item
     except (InputRefused, Busy) as e:
         raise gr.Error(str(e)) from None
+    except Exception:  # a bug: logged with its stack trace, reported without it
+        log.exception("an MCP tool call failed")
+        raise gr.Error("Internal error; the server log has the details.") from None
     if finished is None:
         raise gr.Error("The call was cancelled before it ran.")
     return finished

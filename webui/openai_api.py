@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextvars
 import hmac
 import json
+import logging
 import threading
 import time
 import uuid
@@ -33,7 +34,10 @@ from .calls import Accepted, Calls, Credentials, Finished, drive
 from .openai_messages import files_markdown, read_messages
 from .slots import Busy
 
+log = logging.getLogger(__name__)
+
 MODEL = "hugginggpt"
+INTERNAL = "Internal error; the server log has the details."
 HEARTBEAT_SECONDS = 15.0  # an SSE comment this often keeps proxies from closing a quiet stream
 # A failed run's status: bad input is the client's; a plan or LLM failure is the upstream LLM's.
 _FAILURES = {
@@ -152,6 +156,10 @@ class _API:
         except Busy as e:
             await items.aclose()
             return error(503, str(e), "server_error", "server_busy")
+        except Exception:  # a bug: logged with its stack trace, reported without it
+            log.exception("a chat completion failed before it ran")
+            await items.aclose()
+            return error(500, INTERNAL, "server_error", "internal_error")
         if accepted is None:
             await items.aclose()
             return error(499, "The client went away.", code="cancelled")
@@ -189,13 +197,17 @@ class _Reply:
 
     async def whole(self, items: AsyncIterator[Any], request: Request) -> Response:
         finished = None
-        async with aclosing(items):
-            async for item in items:
-                if item is None and await request.is_disconnected():
-                    return error(499, "The client went away.", code="cancelled")
-                if isinstance(item, Finished):
-                    finished = item
-                self._feed(item)
+        try:
+            async with aclosing(items):
+                async for item in items:
+                    if item is None and await request.is_disconnected():
+                        return error(499, "The client went away.", code="cancelled")
+                    if isinstance(item, Finished):
+                        finished = item
+                    self._feed(item)
+        except Exception:
+            log.exception("a chat completion failed")
+            return error(500, INTERNAL, "server_error", "internal_error")
         failure = _failure(finished)
         if failure is not None:
             return failure
@@ -212,21 +224,25 @@ class _Reply:
         )
 
     async def stream(self, items: AsyncIterator[Any]) -> AsyncIterator[str]:
-        async with aclosing(items):
-            yield self._chunk({"role": "assistant", "content": ""})
-            finished = None
-            async for item in items:
-                if item is None:
-                    yield ": keep-alive\n\n"
-                    continue
-                if isinstance(item, Finished):
-                    finished = item
-                reasoning, content = self._feed(item)
-                if reasoning:
-                    yield self._chunk({"reasoning_content": reasoning})
-                if content:
-                    yield self._chunk({"content": content})
-        failure = _failure(finished)
+        finished, broken = None, False
+        try:
+            async with aclosing(items):
+                yield self._chunk({"role": "assistant", "content": ""})
+                async for item in items:
+                    if item is None:
+                        yield ": keep-alive\n\n"
+                        continue
+                    if isinstance(item, Finished):
+                        finished = item
+                    reasoning, content = self._feed(item)
+                    if reasoning:
+                        yield self._chunk({"reasoning_content": reasoning})
+                    if content:
+                        yield self._chunk({"content": content})
+        except Exception:
+            log.exception("a streamed chat completion failed")
+            broken = True
+        failure = error(500, INTERNAL, "server_error", "internal_error") if broken else _failure(finished)
         if failure is not None:
             yield f"data: {failure.body.decode()}\n\n"
         else:

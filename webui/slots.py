@@ -22,6 +22,15 @@ class RunSlots:
         self._free = threading.BoundedSemaphore(size)
         self._lock = threading.Lock()
         self._waiting = 0
+        self._running = 0
+
+    @property
+    def running(self) -> int:
+        return self._running
+
+    @property
+    def waiting(self) -> int:
+        return self._waiting
 
     def acquire(
         self, cancelled: threading.Event, *, refuse_when_busy: bool = True, poll: float = 0.1
@@ -29,7 +38,7 @@ class RunSlots:
         """Wait for a slot; False when `cancelled` is set first. Raises Busy (when `refuse_when_busy`)
         if `max_waiting` requests already wait: a flood of API calls must not pile up threads."""
         if self._free.acquire(blocking=False):
-            return True
+            return self._started()
         with self._lock:
             if refuse_when_busy and self._waiting >= self.max_waiting:
                 raise Busy(f"the server is busy: {self._waiting} requests are waiting; try again later")
@@ -38,10 +47,17 @@ class RunSlots:
             while not self._free.acquire(timeout=poll):
                 if cancelled.is_set():
                     return False
-            return True
+            return self._started()
         finally:
             with self._lock:
                 self._waiting -= 1
 
     def release(self) -> None:
+        with self._lock:
+            self._running -= 1
         self._free.release()
+
+    def _started(self) -> bool:
+        with self._lock:
+            self._running += 1
+        return True
