@@ -5,6 +5,10 @@ into chat messages; this file lays out the page and wires the events. Honours GR
 and GRADIO_SERVER_PORT (Gradio reads them in launch()), plus every HUGGINGGPT_* setting and
 HUGGINGGPT_APP_MAX_UPLOAD_MB (default 20, per file) and HUGGINGGPT_APP_CONCURRENCY (requests
 answered at once across all sessions, default 8).
+
+The same port also serves MCP tools at /gradio_api/mcp/ (webui.mcp_tools; HUGGINGGPT_MCP_SERVER=0
+turns them off) and an OpenAI-compatible API under /v1 (webui.openai_api; on when
+HUGGINGGPT_API_KEYS is set). The concurrency limit covers those calls too.
 """
 
 # No `from __future__ import annotations`: Gradio finds the gr.Request parameters by their annotation.
