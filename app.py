@@ -4,6 +4,10 @@ A thin adapter: webui.chat runs requests through the pipeline and webui.render t
 into chat messages; this file lays out the page and wires the events. Honours GRADIO_SERVER_NAME
 and GRADIO_SERVER_PORT (Gradio reads them in launch()) and every setting of hugginggpt.config,
 among them HUGGINGGPT_APP_MAX_UPLOAD_MB and HUGGINGGPT_APP_CONCURRENCY.
+
+The same port also serves MCP tools at /gradio_api/mcp/ (webui.mcp_tools; HUGGINGGPT_MCP_SERVER=0
+turns them off) and an OpenAI-compatible API under /v1 (webui.openai_api; on when
+HUGGINGGPT_API_KEYS is set). The concurrency limit covers those calls too.
 """
 
 # No `from __future__ import annotations`: Gradio finds the gr.Request parameters by their annotation.
@@ -20,9 +24,11 @@ from hugginggpt.config import Settings, load_settings
 from hugginggpt.endpoints import Endpoint
 from hugginggpt.llm import LLM
 from hugginggpt.modes import INFERENCE_MODES
+from webui.calls import Calls
 from webui.chat import ChatApp, LLMChoice
 from webui.files import Publisher
 from webui.headers import ContentSecurityPolicy
+from webui.openai_api import routes as openai_routes
 
 ROOT = Path(__file__).resolve().parent
 ASSETS = ROOT / "assets"
@@ -82,14 +88,21 @@ def build_demo(
         llm=llm,
         max_upload_bytes=max_upload_bytes,
         public_llm_only=public_llm_only,
+        concurrency=concurrency,
     )
+    calls = Calls(chat)  # stateless calls from MCP clients and the OpenAI-compatible API
     if warm_up:
         chat.backends.warm_up()
     # delete_cache: Gradio's copies of uploads and outputs are removed after a day (checked hourly).
     with gr.Blocks(title="HuggingGPT", delete_cache=(3600, 86400)) as demo:
         page = _layout(gr, settings, chat)
         _wire(gr, demo, page, chat, concurrency or settings.app_concurrency)
+        if settings.mcp_server:
+            from webui.mcp_tools import register as register_mcp_tools  # needs gradio, like this function
+
+            register_mcp_tools(calls)
     demo.chat_app = chat  # for tests and embedding: the conversations behind the page
+    demo.calls = calls
     return demo
 
 
@@ -214,12 +227,19 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
         [page.box, *inputs],
         [page.chatbot, page.traces, page.box],
         api_name="chat",
+        api_visibility="undocumented",  # callable by gradio_client, but not an MCP tool
         concurrency_limit=concurrency,
         show_progress="hidden",
     )
     run.then(lambda: gr.MultimodalTextbox(interactive=True), None, page.box, api_name=False)
-    page.stop.click(on_stop, None, None, queue=False, api_name="stop")
-    page.chatbot.clear(on_clear, None, [page.chatbot, page.traces], api_name="new_conversation")
+    page.stop.click(on_stop, None, None, queue=False, api_name="stop", api_visibility="undocumented")
+    page.chatbot.clear(
+        on_clear,
+        None,
+        [page.chatbot, page.traces],
+        api_name="new_conversation",
+        api_visibility="undocumented",
+    )
     for field in (page.base_url, page.model, page.key):  # typed fields: on leaving them, not on every key
         gr.on(
             [field.blur, field.submit],
@@ -243,9 +263,12 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
     demo.unload(on_unload)
 
 
-def launch_options(max_upload_bytes: int = 20_000_000) -> dict[str, Any]:
-    """launch() arguments shared by main() and the tests (Gradio 6 takes css in launch())."""
-    return {
+def launch_options(max_upload_bytes: int = 20_000_000, *, demo: Any = None) -> dict[str, Any]:
+    """launch() arguments shared by main() and the tests (Gradio 6 takes css in launch()).
+
+    Given the `demo` from build_demo, also its other doors: the MCP server (unless settings turn it
+    off) and the OpenAI-compatible API under /v1 (which answers 404 unless api_keys are set)."""
+    options: dict[str, Any] = {
         "css": CSS,
         # No run history: Gradio would keep every request's inputs, the typed API key among them,
         # in the browser's localStorage.
@@ -258,6 +281,10 @@ def launch_options(max_upload_bytes: int = 20_000_000) -> dict[str, Any]:
         # Images and media only from the app: the chat shows markdown the LLM wrote (webui.headers).
         "app_kwargs": {"middleware": [Middleware(ContentSecurityPolicy)]},
     }
+    if demo is not None:
+        options["mcp_server"] = demo.chat_app.settings.mcp_server
+        options["app_kwargs"]["routes"] = [openai_routes(demo.calls)]
+    return options
 
 
 def _example(text: str, name: str | None) -> dict[str, Any]:
@@ -274,7 +301,7 @@ def main() -> None:
     settings = load_settings()
     demo = build_demo(settings, warm_up=True)
     limit = demo.chat_app.max_upload_bytes
-    demo.queue(max_size=64).launch(**launch_options(limit))
+    demo.queue(max_size=64).launch(**launch_options(limit, demo=demo))
 
 
 if __name__ == "__main__":

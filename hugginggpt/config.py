@@ -80,6 +80,10 @@ class Settings:
     public: bool | None = None  # None: public on a Space or when listening beyond loopback
     oauth: bool | None = None  # "Sign in with Hugging Face"; None: on where the Space enables hf_oauth
     oauth_client_id: str | None = field(default=None, repr=False)  # set by a Space with hf_oauth
+    # Doors for other programs (the app only): the MCP server, and the OpenAI-compatible API, which
+    # is off unless bearer tokens are set (HUGGINGGPT_API_KEYS, comma-separated).
+    mcp_server: bool = True
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         if self.inference not in INFERENCE_MODES:
@@ -155,7 +159,7 @@ def _coerce(name: str, value: Any) -> Any:
     if name == "catalog_paths":
         paths = value.split(os.pathsep) if isinstance(value, str) else value
         return tuple(str(p) for p in paths if str(p).strip())
-    if name == "allowed_local_llms":
+    if name in ("allowed_local_llms", "api_keys"):
         names = value.split(",") if isinstance(value, str) else value
         return tuple(str(n).strip() for n in names if str(n).strip())
     if isinstance(default, bool) or name in ("public", "oauth"):

@@ -28,6 +28,7 @@ from .backends import Backends
 from .conversations import Conversation, ConversationTable, TableFull
 from .render import RunView
 from .session_settings import LLMChoice, merge_settings
+from .slots import RunSlots
 from .status import status_line
 from .uploads import check_upload
 
@@ -59,6 +60,7 @@ class ChatApp:
         max_upload_bytes: int | None = None,
         public_llm_only: bool | None = None,
         max_conversations: int = 500,
+        concurrency: int | None = None,
     ):
         self.settings = settings
         self.catalog = catalog if catalog is not None else build_catalog(settings)
@@ -71,6 +73,7 @@ class ChatApp:
         self._refused_entries = sum(": warning: " not in p for p in self.catalog.problems)
         for problem in self.catalog.problems:  # the operator reads the details in the log
             log.warning("catalog: %s", problem)
+        self.slots = RunSlots(concurrency or settings.app_concurrency)  # shared with the MCP and API doors
 
     def conversation(self, session: str, client: str = "") -> Conversation:
         return self.conversations.get(session, client)
@@ -191,7 +194,7 @@ class ChatApp:
         events: queue.Queue = queue.Queue()
         worker = threading.Thread(
             target=_drive,
-            args=(pipeline, text, conv, [Path(f) for f in files], cancel, events),
+            args=(pipeline, text, conv, [Path(f) for f in files], cancel, events, self.slots),
             name=f"hugginggpt-{session[:8]}",
             daemon=True,
         )
@@ -254,8 +257,12 @@ def _drive(
     files: list[Path],
     cancel: threading.Event,
     events: queue.Queue,
+    slots: RunSlots,
 ) -> None:
     """Runs the pipeline in its own thread, so the chat can give up on it at once when stopped."""
+    if not slots.acquire(cancel, refuse_when_busy=False):  # busy with API calls: waits its turn
+        events.put(Done(Outcome.CANCELLED))
+        return
     run = pipeline.run(
         text, workspace=conv.workspace, files=files, history=list(conv.history), cancelled=cancel
     )
@@ -268,6 +275,7 @@ def _drive(
         run.close()
         if conv.ended:  # the page was left mid-run: what the run wrote since goes too
             conv.delete_files()
+        slots.release()
         events.put(None)
 
 
