@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 INFERENCE_MODES = ("local", "hosted", "hybrid")
+CACHE_SCOPES = ("conversation", "process")  # see hugginggpt/cache.py
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,12 @@ class Settings:
     allow_urls: bool = False
     url_max_bytes: int = 20 * 1024 * 1024
     workdir: str = "workspaces"
+    # Results, seeds and review (README: "Review, re-run and replay").
+    cache_dir: str = ""  # the result cache's folder; empty: <workdir>/.cache
+    cache_max_bytes: int = 2 * 1024**3  # 0 turns the result cache off
+    cache_scope: str = "conversation"  # or "process": entries shared by every conversation
+    seed: int = 0  # the base from which sampling tasks' seeds are derived
+    review: bool = False  # stop after planning and selection for a person to check the plan
 
     def __post_init__(self) -> None:
         if self.inference not in INFERENCE_MODES:
@@ -55,6 +62,11 @@ class Settings:
             raise ValueError("max_plan_retries, history_tokens and llm_max_retries must not be negative")
         if self.task_timeout <= 0 or self.llm_timeout <= 0:
             raise ValueError("task_timeout and llm_timeout must be more than 0 seconds")
+        if self.cache_scope not in CACHE_SCOPES:
+            scopes = ", ".join(CACHE_SCOPES)
+            raise ValueError(f"cache_scope must be one of {scopes}, not {self.cache_scope!r}")
+        if self.cache_max_bytes < 0 or not 0 <= self.seed < 2**31:
+            raise ValueError("cache_max_bytes must not be negative; seed is from 0 to 2**31 - 1")
 
     @property
     def uses_server(self) -> bool:

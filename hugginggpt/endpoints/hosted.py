@@ -53,8 +53,13 @@ def _table(csv_text: str) -> dict[str, list[str]]:
     }
 
 
+def _seed(inputs: dict[str, Any]) -> dict[str, int]:
+    """The seed argument, for the calls whose client method takes one."""
+    return {"seed": int(inputs["seed"])} if inputs.get("seed") is not None else {}
+
+
 def _chat(client: Any, inputs: dict[str, Any]) -> str:
-    reply = client.chat_completion(messages=[{"role": "user", "content": inputs["text"]}])
+    reply = client.chat_completion(messages=[{"role": "user", "content": inputs["text"]}], **_seed(inputs))
     return reply.choices[0].message.content or ""
 
 
@@ -77,7 +82,9 @@ OPS: dict[str, _Op] = {
         "token-classification", lambda c, i: c.token_classification(i["text"]), "tokens"
     ),
     # hf-inference serves text2text models under text-generation.
-    "text2text-generation": _Op("text-generation", lambda c, i: c.text_generation(i["text"]), "text"),
+    "text2text-generation": _Op(
+        "text-generation", lambda c, i: c.text_generation(i["text"], **_seed(i)), "text"
+    ),
     "summarization": _Op("summarization", lambda c, i: c.summarization(i["text"]).summary_text, "text"),
     "translation": _Op("translation", lambda c, i: c.translation(i["text"]).translation_text, "text"),
     "question-answering": _Op(
@@ -86,7 +93,7 @@ OPS: dict[str, _Op] = {
         "answer",
     ),
     "conversational": _Op("conversational", _chat, "text"),
-    "text-generation": _Op("text-generation", lambda c, i: c.text_generation(i["text"]), "text"),
+    "text-generation": _Op("text-generation", lambda c, i: c.text_generation(i["text"], **_seed(i)), "text"),
     "sentence-similarity": _Op(
         "sentence-similarity",
         lambda c, i: c.sentence_similarity(i["text"], other_sentences=[i["text2"]]),
@@ -104,7 +111,7 @@ OPS: dict[str, _Op] = {
     "image-to-text": _Op(
         "image-to-text", lambda c, i: c.image_to_text(_media(i, "image")).generated_text, "text"
     ),
-    "text-to-image": _Op("text-to-image", lambda c, i: c.text_to_image(i["text"]), "image"),
+    "text-to-image": _Op("text-to-image", lambda c, i: c.text_to_image(i["text"], **_seed(i)), "image"),
     "image-to-image": _Op("image-to-image", _image_to_image, "image"),
     "image-segmentation": _Op(
         "image-segmentation", lambda c, i: c.image_segmentation(_media(i, "image")), "segmentation"
@@ -129,7 +136,7 @@ OPS: dict[str, _Op] = {
         lambda c, i: c.document_question_answering(_media(i, "image"), question=i["text"]),
         "answers",
     ),
-    "text-to-video": _Op("text-to-video", lambda c, i: c.text_to_video(i["text"]), "video"),
+    "text-to-video": _Op("text-to-video", lambda c, i: c.text_to_video(i["text"], **_seed(i)), "video"),
 }
 # depth-estimation: InferenceClient has no method for it, so it is never offered hosted.
 
