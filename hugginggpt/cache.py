@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -121,7 +122,7 @@ class ResultCache:
             try:
                 meta = json.loads((entry / _META).read_text(encoding="utf-8"))
                 outputs = _restore(meta, entry, Path(out_dir))
-                os.utime(entry / _META)  # now the most recently used
+                _touch(entry / _META)  # now the most recently used
             except (OSError, ValueError, KeyError, TypeError) as e:  # damaged or gone: drop it
                 log.warning("cache entry %s unusable, dropped: %s", key[:12], e)
                 shutil.rmtree(entry, ignore_errors=True)
@@ -154,6 +155,7 @@ class ResultCache:
                     return True
                 self._evict(self.max_bytes - size)
                 target.parent.mkdir(parents=True, exist_ok=True)
+                _touch(staging / _META)
                 os.rename(staging, target)
             return True
         finally:
@@ -295,6 +297,12 @@ def _unused(path: Path) -> Path:
         n += 1
         candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
     return candidate
+
+
+def _touch(path: Path) -> None:
+    """Mark as used now. The file system's own "now" can be a few milliseconds coarse; Python's is not."""
+    now = time.time_ns()
+    os.utime(path, ns=(now, now))
 
 
 def _entry_size(folder: Path) -> int:
