@@ -25,6 +25,7 @@ from .selection import Choice
 
 def parser() -> argparse.ArgumentParser:
     from .cli import add_llm_arguments
+    from .config import INFERENCE_MODES
 
     p = argparse.ArgumentParser(
         prog="python -m hugginggpt replay",
@@ -36,6 +37,10 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--no-answer", action="store_true", help="run the tasks only: no LLM call at all")
+    p.add_argument("--inference", choices=INFERENCE_MODES, help="where models run (default: hybrid)")
+    p.add_argument(
+        "--catalog", action="append", metavar="PATH", help="a catalog file with the trace's models"
+    )
     add_llm_arguments(p)
     return p
 
