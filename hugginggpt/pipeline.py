@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -27,9 +27,9 @@ from .events import Done, ErrorKind, Event, ModelSelected, Outcome, PlanReady, S
 from .execute import ExecutionSettings, RunContext, execute_steps
 from .llm import LLM, LLMError, Message
 from .plan import FileRules, Plan, validate_plan
-from .planfile import Edit, PlanFileError, apply_edits
+from .planfile import Edit, PlanFileError, apply_edits, choices_as_ran
 from .planner import FileInfo, PlanOutcome, plan_steps, trim_history
-from .records import TaskRecord, TaskStatus
+from .records import TaskRecord
 from .respond import respond_steps
 from .seeds import with_seeds
 from .selection import Choice, select_steps
@@ -138,7 +138,8 @@ class Pipeline:
         try:
             if previous.plan is None:
                 raise PlanFileError("that run has no plan to run again")
-            plan, choices = apply_edits(previous.plan, self._as_ran(previous), edits, self.catalog)
+            ran = choices_as_ran(previous.choices, previous.records, self.catalog)
+            plan, choices = apply_edits(previous.plan, ran, edits, self.catalog)
         except PlanFileError as e:
             yield Done(Outcome.FAILED, error=str(e), error_kind=ErrorKind.INPUT)
             return
@@ -151,20 +152,6 @@ class Pipeline:
         them by task); empty when it may run."""
         rules = FileRules(uploads=frozenset(workspace.files()), allow_urls=self.settings.allow_urls)
         return validate_plan(plan, rules)
-
-    def _as_ran(self, done: Done) -> dict[int, Choice]:
-        """A run's choices, each with the model that produced its task's outputs (a fallback may have)."""
-        choices = dict(done.choices)
-        for record in done.records:
-            choice = choices.get(record.id)
-            if choice is None or choice.model is None or record.model in (None, choice.model.id):
-                continue
-            if record.status is TaskStatus.DONE:
-                ran = next((m for m in choice.candidates if m.id == record.model), None)
-                ran = ran or self.catalog.get(record.model, record.task)
-                if ran is not None:
-                    choices[record.id] = replace(choice, model=ran)
-        return choices
 
     def _start(
         self,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from typing import Any
 from .catalog import Catalog, ModelCard
 from .events import PickSource
 from .plan import Plan, PlanParseError, Task, parse_plan
+from .records import TaskRecord, TaskStatus
 from .seeds import check_seed
 from .selection import Choice
 
@@ -162,6 +163,24 @@ def apply_edits(
         if choice is not None:
             edited[t.id] = choice
     return Plan(tasks), edited
+
+
+def choices_as_ran(
+    choices: Mapping[int, Choice], records: Iterable[TaskRecord], catalog: Catalog
+) -> dict[int, Choice]:
+    """A run's choices, each with the model that made its task's outputs (a fallback may have): a
+    re-run does not try again the model that failed."""
+    ran = dict(choices)
+    for record in records:
+        choice = ran.get(record.id)
+        if choice is None or choice.model is None or record.status is not TaskStatus.DONE:
+            continue
+        if record.model is not None and record.model != choice.model.id:
+            card = next((m for m in choice.candidates if m.id == record.model), None)
+            card = card or catalog.get(record.model, record.task)
+            if card is not None:
+                ran[record.id] = replace(choice, model=card)
+    return ran
 
 
 _TASK_PROBLEM = re.compile(r"^task (-?\d+) ")
