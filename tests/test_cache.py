@@ -250,3 +250,18 @@ def test_a_tiny_local_model_is_not_even_loaded_for_a_cached_task(tiny, tmp_path)
         finally:
             models_local.configure()
     assert second.records[0].cached and second.records[0].outputs == first.records[0].outputs
+
+
+def test_cache_settings_are_read_and_checked(tmp_path):
+    from hugginggpt.config import load_settings
+    from hugginggpt.factory import build_cache
+
+    env = {"HUGGINGGPT_CACHE_SCOPE": "process", "HUGGINGGPT_CACHE_MAX_BYTES": "1000", "HUGGINGGPT_SEED": "9"}
+    settings = load_settings(environ={**env, "HUGGINGGPT_CACHE_DIR": str(tmp_path / "c")})
+    assert (settings.cache_scope, settings.cache_max_bytes, settings.seed) == ("process", 1000, 9)
+    assert build_cache(settings).root == (tmp_path / "c").resolve()
+    assert build_cache(Settings(workdir=str(tmp_path / "w"))).root == (tmp_path / "w" / ".cache").resolve()
+    assert build_cache(Settings(cache_max_bytes=0)) is None
+    for bad in ({"cache_scope": "everyone"}, {"cache_max_bytes": -1}, {"seed": -3}):
+        with pytest.raises(ValueError):
+            Settings(**bad)
