@@ -199,7 +199,10 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
             session, message, the_choice, client=client, hf_token=hf_token
         ):
             conv = chat.conversations.find(session)
-            if conv is None or conv.ended:  # the page was left: nothing more is served for it
+            if conv is None:  # refused a conversation (the table is full): the message says why
+                yield messages, [], gr.MultimodalTextbox(value=None, interactive=True)
+                return
+            if conv.ended:  # the page was left: nothing more is served for it
                 return
             yield (
                 publisher.messages(conv, messages),

@@ -1,8 +1,10 @@
-"""Command line: `python -m hugginggpt [options] "request"`.
+"""Command line: `python -m hugginggpt [options] "request"`, and `python -m hugginggpt replay ...`.
 
 Stages go to stderr as they happen; the answer goes to stdout (streamed), or with --json one JSON
-object: {answer, error, llm_calls, tasks: [{id, task, model, status, error, outputs}], trace_file}.
-Exit code 0 on success, 1 when the request failed, 2 for bad usage.
+object: {answer, error, llm_calls, tasks: [{id, task, model, status, error, cached, seed, outputs}],
+trace_file}. `--plan-only` prints the checked plan with its models instead of running it (with
+--json: {request, plan, choices}); `--plan FILE` runs such a file; `--review` asks before running.
+Exit code 0 on success, 1 when the request failed (or the plan was not run), 2 for bad usage.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -28,6 +32,9 @@ from .events import (
     TaskSkipped,
     TaskStarted,
 )
+from .planfile import PlanFileError, read_plan_file, to_json
+from .review import plan_lines
+from .review import review as ask
 
 
 def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +68,9 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m hugginggpt",
         description="Answer a request by planning tasks, choosing Hugging Face models and running them.",
     )
-    p.add_argument("request", help="what you want, in plain language")
+    p.add_argument(
+        "request", nargs="?", help="what you want, in plain language (may come from the --plan file)"
+    )
     p.add_argument(
         "--file", action="append", default=[], metavar="PATH", help="an image or audio file (repeatable)"
     )
@@ -79,18 +88,48 @@ def parser() -> argparse.ArgumentParser:
         "--top-k", type=int, metavar="K", help="candidates per task offered to the LLM (default 5)"
     )
     p.add_argument("--allow-urls", action="store_true", help="let plans fetch public http(s) URLs")
+    plans = p.add_mutually_exclusive_group()
+    plans.add_argument(
+        "--plan-only", action="store_true", help="print the checked plan and its models; run nothing"
+    )
+    plans.add_argument(
+        "--review", action="store_true", help="show the plan and ask before running it (a terminal)"
+    )
+    p.add_argument(
+        "--plan", metavar="FILE", help="run this plan (what --plan-only --json prints) without planning"
+    )
     add_llm_arguments(p)
     return p
 
 
-def main(argv: list[str] | None = None, *, stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> int:
-    args = parser().parse_args(argv)
+def main(
+    argv: list[str] | None = None,
+    *,
+    stdout: TextIO = sys.stdout,
+    stderr: TextIO = sys.stderr,
+    stdin: TextIO = sys.stdin,
+) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["replay"]:
+        from .replay import main as replay
+
+        return replay(argv[1:], stdout=stdout, stderr=stderr)
+    p = parser()
+    args = p.parse_args(argv)
+    if not args.request and not args.plan:
+        p.error("the request is missing")
     try:
         settings = settings_from_args(args)
         files = [Path(f) for f in args.file]
         for f in files:
             if not f.is_file():
                 raise ValueError(f"no such file: {f}")
+        review = args.review or (settings.review and not args.plan_only)
+        if review and not stdin.isatty():
+            raise ValueError(
+                "--review asks before running, so it needs a terminal; without one, use --plan-only "
+                "--json > plan.json to see the plan, then --plan plan.json to run it"
+            )
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=stderr)
         return 2
@@ -112,23 +151,80 @@ def main(argv: list[str] | None = None, *, stdout: TextIO = sys.stdout, stderr: 
         return 2
     for problem in getattr(pipeline.catalog, "problems", []):
         print(f"catalog: {problem}", file=stderr)
+    try:
+        given = read_plan_file(Path(args.plan), pipeline.catalog) if args.plan else None
+    except PlanFileError as e:
+        print(f"error: {e}", file=stderr)
+        return 2
+    request = args.request or (given.request if given else None)
+    if not request:
+        print('error: the request is missing: give it, or put it in the plan file as "request"', file=stderr)
+        return 2
     print(f"LLM: {pipeline.llm.describe()}; models: {pipeline.endpoint.describe()}", file=stderr)
 
+    where = {"workspace": workspace}
+    if args.plan_only or review:  # plan and select (or check the given plan), run nothing yet
+        if given is not None:
+            events = pipeline.run_plan(
+                request, given.plan, given.choices, seeds=given.seeds, plan_only=True, files=files, **where
+            )
+        else:
+            events = pipeline.plan_only(request, files=files, **where)
+        planned = follow(events, workspace.root, stdout=stdout, stderr=stderr, stream=False)
+        if not planned.ok or planned.plan is None:
+            return finish(planned, args.json, stdout=stdout, stderr=stderr)
+        if args.plan_only:
+            if args.json:
+                json.dump(to_json(planned.plan, planned.choices, request), stdout, ensure_ascii=False)
+            else:
+                stdout.write("\n".join(plan_lines(planned.plan, planned.choices)))
+            stdout.write("\n")
+            return 0
+        check = partial(pipeline.check_plan, workspace=workspace)
+        given = ask(
+            request,
+            planned.plan,
+            planned.choices,
+            catalog=pipeline.catalog,
+            check=check,
+            stdin=stdin,
+            out=stderr,
+        )
+        if given is None:
+            print("Cancelled: nothing was run.", file=stderr)
+            return 1
+        files = []  # already in the workspace
+    if given is not None:
+        events = pipeline.run_plan(
+            request, given.plan, given.choices, seeds=given.seeds, files=files, **where
+        )
+    else:
+        events = pipeline.run(request, files=files, **where)
+    done = follow(events, workspace.root, stdout=stdout, stderr=stderr, stream=not args.json)
+    return finish(done, args.json, stdout=stdout, stderr=stderr)
+
+
+def follow(events: Iterable[Event], root: Path, *, stdout: TextIO, stderr: TextIO, stream: bool) -> Done:
+    """Show a run's events as they come (stages on stderr, the answer streamed to stdout); its Done."""
     done: Done | None = None
-    for event in pipeline.run(args.request, workspace=workspace, files=files):
-        if isinstance(event, AnswerDelta) and not args.json:
+    for event in events:
+        if isinstance(event, AnswerDelta) and stream:
             stdout.write(event.text)
             stdout.flush()
-        line = describe(event, workspace.root)
+        line = describe(event, root)
         if line:
             print(line, file=stderr, flush=True)
         if isinstance(event, Done):
             done = event
     assert done is not None
-    if args.json:
-        json.dump(result_json(done), stdout, ensure_ascii=False)
+    if stream and done.answer:
         stdout.write("\n")
-    elif done.answer:
+    return done
+
+
+def finish(done: Done, as_json: bool, *, stdout: TextIO, stderr: TextIO) -> int:
+    if as_json:
+        json.dump(result_json(done), stdout, ensure_ascii=False)
         stdout.write("\n")
     if done.incomplete:
         print(f"note: the answer is incomplete: {done.incomplete}", file=stderr)
@@ -153,6 +249,8 @@ def result_json(done: Done) -> dict[str, Any]:
                 "model": r.model,
                 "status": str(r.status),
                 "error": r.error,
+                "cached": r.cached,
+                "seed": r.seed,
                 "outputs": [_output_json(a) for a in r.outputs],
             }
             for r in done.records
@@ -183,8 +281,10 @@ def describe(event: Event, root: Path) -> str | None:
             return f"[select] task {i} {task}: {model} ({reason})"
         case TaskStarted(task_id=i, task=task, model=model, attempt=attempt):
             return f"[task {i}] {task} with {model}" + (f" (attempt {attempt})" if attempt > 1 else "")
-        case TaskFinished(task_id=i, outputs=outputs, seconds=seconds):
-            return f"[task {i}] done in {seconds:.2f} s: " + "; ".join(
+        case TaskFinished(task_id=i, outputs=outputs, seconds=seconds, cached=cached, seed=seed):
+            how = " from the cache" if cached else ""
+            seeded = f" (seed {seed})" if seed is not None else ""
+            return f"[task {i}] done{how} in {seconds:.2f} s{seeded}: " + "; ".join(
                 a.describe(root)[:120] for a in outputs
             )
         case TaskFailed(task_id=i, model=model, error=error, final=final):

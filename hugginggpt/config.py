@@ -29,6 +29,7 @@ ENV_ALIASES = {
     "oauth_client_id": "OAUTH_CLIENT_ID",
 }
 ENV_NAMES = {"catalog_paths": "HUGGINGGPT_CATALOG"}  # HUGGINGGPT_<FIELD> would read oddly
+CACHE_SCOPES = ("conversation", "process")  # see hugginggpt/cache.py
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,12 @@ class Settings:
     # is off unless bearer tokens are set (HUGGINGGPT_API_KEYS, comma-separated).
     mcp_server: bool = True
     api_keys: tuple[str, ...] = field(default=(), repr=False)
+    # Results, seeds and review (README: "Review, re-run and replay").
+    cache_dir: str = ""  # the result cache's folder; empty: <workdir>/.cache
+    cache_max_bytes: int = 2 * 1024**3  # 0 turns the result cache off
+    cache_scope: str = "conversation"  # or "process": entries shared by every conversation
+    seed: int = 0  # the base from which sampling tasks' seeds are derived
+    review: bool = False  # stop after planning and selection for a person to check the plan
 
     def __post_init__(self) -> None:
         if self.inference not in INFERENCE_MODES:
@@ -101,6 +108,11 @@ class Settings:
             raise ValueError("every budget (max_*, *_seconds, answer_max_tokens) must be more than 0")
         if self.app_max_upload_mb <= 0 or self.app_concurrency < 1:
             raise ValueError("app_max_upload_mb must be more than 0 and app_concurrency at least 1")
+        if self.cache_scope not in CACHE_SCOPES:
+            scopes = ", ".join(CACHE_SCOPES)
+            raise ValueError(f"cache_scope must be one of {scopes}, not {self.cache_scope!r}")
+        if self.cache_max_bytes < 0 or not 0 <= self.seed < 2**31:
+            raise ValueError("cache_max_bytes must not be negative; seed is from 0 to 2**31 - 1")
 
     @property
     def uses_server(self) -> bool:

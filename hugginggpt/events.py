@@ -7,14 +7,18 @@ enum (a str subclass, so it serialises as its name).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .artifacts import Artifact
 from .plan import Plan
 from .records import TaskRecord
+
+if TYPE_CHECKING:  # selection imports this module
+    from .selection import Choice
 
 
 class Stage(StrEnum):
@@ -32,6 +36,7 @@ class PickSource(StrEnum):
     NOT_A_CANDIDATE = "not_a_candidate"  # the LLM named no candidate: the top-ranked one is used
     SELECTION_FAILED = "selection_failed"  # the selection call failed: the top-ranked one is used
     NO_CANDIDATE = "no_candidate"  # no model in the catalog can run the task here
+    GIVEN = "given"  # named by the user: a plan file, an edit, a replayed trace
 
     @property
     def replaced(self) -> bool:
@@ -41,6 +46,8 @@ class PickSource(StrEnum):
 
 class Outcome(StrEnum):
     ANSWERED = "answered"
+    PLANNED = "planned"  # stopped after planning and selection, as asked (review, --plan-only)
+    EXECUTED = "executed"  # ran the tasks and wrote no answer, as asked (replay --no-answer)
     FAILED = "failed"
     CANCELLED = "cancelled"  # stopped by the user or by the page going away
 
@@ -97,6 +104,8 @@ class TaskFinished:
     model: str
     outputs: list[Artifact]
     seconds: float
+    cached: bool = False  # served from the result cache: no model ran
+    seed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -135,6 +144,8 @@ class Done:
     trace: dict[str, Any] = field(default_factory=dict)
     trace_file: Path | None = None
     incomplete: str | None = None  # why the answer stops short (the LLM's stream broke off, a limit)
+    plan: Plan | None = None  # the plan that ran (or would run), once there is one
+    choices: Mapping[int, Choice] = field(default_factory=dict)  # its models and seeds, by task id
 
     def __post_init__(self) -> None:
         if (self.outcome is Outcome.FAILED) != (self.error is not None and self.error_kind is not None):
@@ -142,7 +153,7 @@ class Done:
 
     @property
     def ok(self) -> bool:
-        return self.outcome is Outcome.ANSWERED
+        return self.outcome is not Outcome.FAILED and self.outcome is not Outcome.CANCELLED
 
     @property
     def llm_calls(self) -> int:

@@ -144,6 +144,8 @@ def _run_task(
             inputs = resolve_inputs(task, records, ctx.workspace, ctx.run_dir, ctx.settings)
         except (FileRefused, ValueError) as e:
             return fail(str(e))
+        if choice.seed is not None:  # an input like any other: the result cache keys on it too
+            inputs["seed"] = record.seed = choice.seed
         models = choice.fallbacks()[: ctx.settings.task_attempts]
         if not models:
             return fail(choice.reason)
@@ -169,8 +171,13 @@ def _run_task(
                 continue
             seconds = time.perf_counter() - t0
             record.attempts.append({"model": model.id, "error": None, "seconds": round(seconds, 3)})
-            record.status, record.outputs = TaskStatus.DONE, outputs
-            inbox.put(TaskFinished(task.id, task.task, model.id, outputs, seconds))
+            record.cached = getattr(outputs, "from_cache", False)  # cache.CachedOutputs
+            record.status, record.outputs = TaskStatus.DONE, list(outputs)
+            inbox.put(
+                TaskFinished(
+                    task.id, task.task, model.id, record.outputs, seconds, record.cached, record.seed
+                )
+            )
             return
     except Exception as e:  # a bug must not leave the scheduler waiting forever
         fail(f"internal error: {type(e).__name__}: {e}", record.model or "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .cache import ResultCache, cache_root
 from .catalog import Catalog, load_catalog
 from .config import Settings
 from .endpoints import Endpoint
@@ -42,6 +43,13 @@ def build_endpoint(settings: Settings) -> Endpoint:
     return endpoint_for_mode(settings.inference, hf_token=settings.hf_token, provider=settings.hf_provider)
 
 
+def build_cache(settings: Settings) -> ResultCache | None:
+    """The result cache the settings ask for; None when cache_max_bytes is 0."""
+    if settings.cache_max_bytes <= 0:
+        return None
+    return ResultCache(cache_root(settings.cache_dir, settings.workdir), settings.cache_max_bytes)
+
+
 def build_pipeline(
     settings: Settings,
     *,
@@ -54,4 +62,5 @@ def build_pipeline(
         catalog=catalog or build_catalog(settings),
         endpoint=endpoint or build_endpoint(settings),
         settings=settings,
+        cache=build_cache(settings),
     )

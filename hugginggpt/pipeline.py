@@ -10,24 +10,28 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from . import urlguard
 from .artifacts import kind_of_file
+from .cache import CachingEndpoint, ResultCache
 from .catalog import Catalog
 from .config import Settings
 from .endpoints import Endpoint
-from .events import Done, ErrorKind, Event, Outcome, PlanReady, Stage, StageStarted
+from .events import Done, ErrorKind, Event, ModelSelected, Outcome, PlanReady, Stage, StageStarted
 from .execute import ExecutionSettings, RunContext, execute_steps
 from .llm import LLM, LLMError, Message
-from .plan import FileRules, Plan, PlanLimits
+from .plan import FileRules, Plan, PlanLimits, validate_plan
+from .planfile import Edit, PlanFileError, apply_edits, choices_as_ran
 from .planner import FileInfo, PlanOutcome, plan_steps, trim_history
 from .records import TaskRecord
 from .respond import respond_steps
+from .seeds import with_seeds
 from .selection import Choice, select_steps
 from .trace import build_trace, write_trace
 from .workspace import Workspace
@@ -35,12 +39,37 @@ from .workspace import Workspace
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class _Mode:
+    """What a run does besides the usual: a given plan, given choices, where it stops."""
+
+    plan: Plan | None = None  # given: no planning call
+    choices: Mapping[int, Choice] = field(default_factory=dict)  # given: no selection for these tasks
+    seeds: Mapping[int, int] = field(default_factory=dict)
+    stop_after_select: bool = False
+    answer: bool = True
+    use_cache: bool = True
+    header: Mapping[str, Any] = field(default_factory=dict)  # added to the trace
+
+
 class Pipeline:
-    def __init__(self, *, llm: LLM, catalog: Catalog, endpoint: Endpoint, settings: Settings | None = None):
+    """Every method is a generator of events that always ends with one Done; failures are reported
+    in it, never raised. `files` are the user's new uploads (copied into the workspace)."""
+
+    def __init__(
+        self,
+        *,
+        llm: LLM,
+        catalog: Catalog,
+        endpoint: Endpoint,
+        settings: Settings | None = None,
+        cache: ResultCache | None = None,
+    ):
         self.llm = llm
         self.catalog = catalog
         self.endpoint = endpoint
         self.settings = settings or Settings()
+        self.cache = cache  # None: every task runs (factory.build_cache makes one from the settings)
 
     def run(
         self,
@@ -51,11 +80,89 @@ class Pipeline:
         history: Sequence[Message] = (),
         cancelled: threading.Event | None = None,
     ) -> Iterator[Event]:
-        """Answer one request. `files` are the user's new uploads (copied into the workspace).
+        """Answer one request: plan, select, execute, respond."""
+        yield from self._start(request, workspace, files, history, cancelled, _Mode())
 
-        Always ends with a Done event; failures are reported in it, never raised.
-        """
-        run = _Run(self, request, workspace, list(history), cancelled or threading.Event())
+    def plan_only(
+        self,
+        request: str,
+        *,
+        workspace: Workspace,
+        files: Sequence[Path] = (),
+        history: Sequence[Message] = (),
+        cancelled: threading.Event | None = None,
+    ) -> Iterator[Event]:
+        """Plan and select, run nothing: Done (outcome PLANNED) carries the plan and the choices,
+        seeds included, for a person to review, edit (planfile.apply_edits) and pass to run_plan."""
+        yield from self._start(request, workspace, files, history, cancelled, _Mode(stop_after_select=True))
+
+    def run_plan(
+        self,
+        request: str,
+        plan: Plan,
+        choices: Mapping[int, Choice] | None = None,
+        *,
+        workspace: Workspace,
+        files: Sequence[Path] = (),
+        history: Sequence[Message] = (),
+        cancelled: threading.Event | None = None,
+        seeds: Mapping[int, int] | None = None,
+        answer: bool = True,
+        plan_only: bool = False,
+        use_cache: bool = True,
+        header: Mapping[str, Any] | None = None,
+    ) -> Iterator[Event]:
+        """Run a given plan: no planning call, and no selection call for the tasks in `choices`.
+
+        The plan goes through the same validator as the LLM's. `seeds` overrides seeds by task id;
+        `answer=False` stops before the answer (outcome EXECUTED); `plan_only` stops after selection;
+        `use_cache=False` runs every task (replay); `header` adds fields to the trace."""
+        mode = _Mode(
+            plan, dict(choices or {}), dict(seeds or {}), plan_only, answer, use_cache, dict(header or {})
+        )
+        yield from self._start(request, workspace, files, history, cancelled, mode)
+
+    def rerun(
+        self,
+        previous: Done,
+        edits: Mapping[int, Edit],
+        *,
+        workspace: Workspace,
+        history: Sequence[Message] = (),
+        cancelled: threading.Event | None = None,
+    ) -> Iterator[Event]:
+        """Run `previous` again with `edits`: the edited tasks and what depends on them execute, every
+        other task comes from the result cache; the answer is written from the new records."""
+        request = str(previous.trace.get("request", ""))
+        header = {"rerun_of": previous.trace.get("request_id")}
+        try:
+            if previous.plan is None:
+                raise PlanFileError("that run has no plan to run again")
+            ran = choices_as_ran(previous.choices, previous.records, self.catalog)
+            plan, choices = apply_edits(previous.plan, ran, edits, self.catalog)
+        except PlanFileError as e:
+            yield Done(Outcome.FAILED, error=str(e), error_kind=ErrorKind.INPUT)
+            return
+        yield from self.run_plan(
+            request, plan, choices, workspace=workspace, history=history, cancelled=cancelled, header=header
+        )
+
+    def check_plan(self, plan: Plan, workspace: Workspace) -> list[str]:
+        """The validator's problems with a plan in this workspace (planfile.problems_by_task groups
+        them by task); empty when it may run."""
+        rules = FileRules(uploads=frozenset(workspace.files()), allow_urls=self.settings.allow_urls)
+        return validate_plan(plan, rules)
+
+    def _start(
+        self,
+        request: str,
+        workspace: Workspace,
+        files: Sequence[Path],
+        history: Sequence[Message],
+        cancelled: threading.Event | None,
+        mode: _Mode,
+    ) -> Iterator[Event]:
+        run = _Run(self, request, workspace, list(history), cancelled or threading.Event(), mode)
         yield from run.events(files)
 
 
@@ -81,8 +188,10 @@ class _Run:
         workspace: Workspace,
         history: list[Message],
         cancelled: threading.Event,
+        mode: _Mode,
     ):
         self.p = pipeline
+        self.mode = mode
         self.s = pipeline.settings
         self.request = request
         self.workspace = workspace
@@ -96,7 +205,10 @@ class _Run:
             "request": request,
             "llm": pipeline.llm.describe(),
             "endpoint": pipeline.endpoint.describe(),
+            **mode.header,
         }
+        if mode.plan is not None:
+            self.header["plan_given"] = True
         self.planning: PlanOutcome | None = None
         self.plan: Plan | None = None
         self.choices: dict[int, Choice] | None = None
@@ -122,6 +234,10 @@ class _Run:
                 )
             new_files = [self.workspace.add_upload(Path(f)) for f in files]
             yield from self._stages(new_files)
+            if self.mode.stop_after_select:
+                outcome = Outcome.PLANNED
+            elif not self.mode.answer:
+                outcome = Outcome.EXECUTED
         except _Cancelled:
             outcome = Outcome.CANCELLED
             if self.over_time.is_set():
@@ -157,21 +273,48 @@ class _Run:
         }
         trace = self._save_trace(end)
         trace_file = self.trace_path if self.trace_saved else None
-        yield Done(outcome, answer, error, kind, tuple(self.records), trace, trace_file, self.incomplete)
+        choices = self.choices or {}
+        yield Done(
+            outcome,
+            answer,
+            error,
+            kind,
+            tuple(self.records),
+            trace,
+            trace_file,
+            self.incomplete,
+            self.plan,
+            choices,
+        )
 
     def _time_up(self) -> None:
         self.over_time.set()
         self.cancelled.set()  # everything the run started stops as on Stop
 
     def _stages(self, new_files: list[Path]) -> Generator[Event, None, None]:
-        plan = yield from self._plan_stage(new_files)
+        if self.mode.plan is None:
+            plan = yield from self._plan_stage(new_files)
+        else:
+            plan = yield from self._given_plan_stage(self.mode.plan)
         self._checkpoint()
         if plan.tasks:
             choices = yield from self._select_stage(plan)
+            if self.mode.stop_after_select:
+                return
             self._checkpoint()
             yield from self._execute_stage(plan, choices)
             self._checkpoint()
-        yield from self._respond_stage()
+        if self.mode.answer and not self.mode.stop_after_select:
+            yield from self._respond_stage()
+
+    def _given_plan_stage(self, plan: Plan) -> Generator[Event, None, Plan]:
+        yield StageStarted(Stage.PLAN)
+        problems = self.p.check_plan(plan, self.workspace)
+        if problems:
+            raise _Failed(ErrorKind.INPUT, "The plan cannot run: " + "; ".join(problems))
+        self.plan = plan
+        yield PlanReady(plan, 0)  # no attempt: nothing was asked of the LLM
+        return plan
 
     def _plan_stage(self, new_files: list[Path]) -> Generator[Event, None, Plan]:
         yield StageStarted(Stage.PLAN)
@@ -204,22 +347,35 @@ class _Run:
 
     def _select_stage(self, plan: Plan) -> Generator[Event, None, dict[int, Choice]]:
         yield StageStarted(Stage.SELECT)
+        given = {t.id: self.mode.choices[t.id] for t in plan.tasks if t.id in self.mode.choices}
+        for c in given.values():
+            if c.model is not None:
+                candidates = [m.id for m in c.candidates]
+                yield ModelSelected(c.task_id, c.task, c.model.id, c.reason, candidates, c.source)
+        open_tasks = Plan([t for t in plan.tasks if t.id not in given])
+        selected: dict[int, Choice] = {}
         with self._timed(Stage.SELECT):
-            self.choices = yield from select_steps(
-                self.llm,
-                plan,
-                self.p.catalog,
-                self.request,
-                runnable=self.p.endpoint.can_run,
-                k=self.s.top_k,
-                candidate_tokens=self.s.candidate_tokens,
-            )
+            if open_tasks.tasks:  # one LLM call at most, and only for tasks with a real choice
+                selected = yield from select_steps(
+                    self.llm,
+                    open_tasks,
+                    self.p.catalog,
+                    self.request,
+                    runnable=self.p.endpoint.can_run,
+                    k=self.s.top_k,
+                    candidate_tokens=self.s.candidate_tokens,
+                )
+        self.choices = with_seeds(plan, {**given, **selected}, self.s.seed, self.mode.seeds)
         return self.choices
 
     def _execute_stage(self, plan: Plan, choices: dict[int, Choice]) -> Generator[Event, None, None]:
         yield StageStarted(Stage.EXECUTE)
+        endpoint = self.p.endpoint
+        if self.p.cache is not None and self.mode.use_cache:
+            scope = str(self.workspace.root) if self.s.cache_scope == "conversation" else "process"
+            endpoint = CachingEndpoint(endpoint, self.p.cache, scope)
         ctx = RunContext(
-            endpoint=self.p.endpoint,
+            endpoint=endpoint,
             workspace=self.workspace,
             run_dir=self.workspace.run_dir(self.request_id),
             settings=ExecutionSettings(

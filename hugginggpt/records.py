@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .artifacts import Artifact, ArtifactKind
+from .hashing import artifact_sha256
 
 
 class TaskStatus(StrEnum):
@@ -31,6 +32,8 @@ class TaskRecord:
     outputs: list[Artifact] = field(default_factory=list)
     seconds: float = 0.0
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    cached: bool = False  # served from the result cache: no model ran
+    seed: int | None = None  # the seed the model was given (tasks that sample)
 
     def output(self, kind: ArtifactKind | str) -> Artifact | None:
         return next((a for a in self.outputs if a.kind == kind), None)
@@ -46,5 +49,8 @@ class TaskRecord:
             "error": self.error,
             "seconds": round(self.seconds, 3),
             "attempts": self.attempts,
-            "outputs": [a.to_json(root) for a in self.outputs],
+            "cached": self.cached,
+            "seed": self.seed,
+            # content hashes: replay compares a new run's outputs with these
+            "outputs": [{**a.to_json(root), "sha256": artifact_sha256(a)} for a in self.outputs],
         }

@@ -36,6 +36,7 @@ class Choice:
     reason: str
     candidates: tuple[ModelCard, ...] = ()
     source: PickSource = PickSource.LLM
+    seed: int | None = None  # for tasks whose model samples (seeds.py); None: the model's own randomness
 
     def fallbacks(self) -> list[ModelCard]:
         """The chosen model first, then the other candidates in rank order."""
@@ -50,6 +51,7 @@ class Choice:
             "candidates": [m.id for m in self.candidates],
             "source": str(self.source),
             "substituted": self.source.replaced,
+            "seed": self.seed,
         }
 
 

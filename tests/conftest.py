@@ -16,6 +16,7 @@ os.environ["TRANSFORMERS_VERBOSITY"] = "error"
 os.environ.setdefault("GRADIO_TEMP_DIR", str(TMP / "gradio"))
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 os.environ.setdefault("TMPDIR", str(TMP))
+os.environ.setdefault("HUGGINGGPT_CACHE_DIR", str(TMP / "result-cache"))  # CLI runs in subprocesses
 tempfile.tempdir = str(TMP)
 for key in (
     "OPENAI_API_KEY",

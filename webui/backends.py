@@ -14,7 +14,7 @@ from collections import OrderedDict
 
 from hugginggpt.config import Settings
 from hugginggpt.endpoints import Endpoint, RoutedEndpoint, build_backends
-from hugginggpt.factory import build_llm
+from hugginggpt.factory import build_cache, build_llm
 from hugginggpt.llm import LLM, LLMError
 from hugginggpt.llm_local import LocalChatLLM
 
@@ -43,6 +43,7 @@ class Backends:
         self._backends: dict[str, Endpoint] | None = None
         self._lock = threading.Lock()
         self.warm_state = ""  # what warm_up() is doing, for the status line
+        self.cache = build_cache(settings)  # one result cache for every request (it has its own locks)
 
     def warm_up(self) -> threading.Thread:
         """At app start, in the background: import the model runtime (torch, transformers) and load

@@ -106,6 +106,7 @@ class Calls:
             catalog=self.chat.catalog,
             endpoint=self.chat.backends.endpoint_for(settings.inference, context),
             settings=settings,
+            cache=self.chat.backends.cache,
         )
         with self._workspace() as ws:
             received = self._receive(files, ws, settings)

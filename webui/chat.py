@@ -68,7 +68,11 @@ class ChatApp:
         # On a public app a typed base URL must not reach the host's private network.
         self.public_llm_only = settings.is_public if public_llm_only is None else public_llm_only
         self.workdir = Path(settings.workdir).resolve()
-        self.conversations = ConversationTable(self.workdir, limit=max_conversations, welcome=self.welcome)
+        # A cap per address matters where strangers come; on a private app everyone is one person.
+        per_client = 20 if self.public_llm_only else max_conversations
+        self.conversations = ConversationTable(
+            self.workdir, limit=max_conversations, per_client=per_client, welcome=self.welcome
+        )
         self.backends = Backends(settings, llm=llm, endpoint=endpoint, public=self.public_llm_only)
         self._refused_entries = sum(": warning: " not in p for p in self.catalog.problems)
         for problem in self.catalog.problems:  # the operator reads the details in the log
@@ -179,6 +183,7 @@ class ChatApp:
                     s.inference, contextvars.copy_context(), hf_token=hf_token
                 ),
                 settings=s,
+                cache=self.backends.cache,
             )
         except ValueError as e:
             conv.display += user + [_note(f"**Settings problem:** {e}")]

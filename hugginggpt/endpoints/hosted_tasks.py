@@ -25,6 +25,11 @@ def media(inputs: dict[str, Any], name: str) -> Path:
     return Path(inputs[name])
 
 
+def _seed(inputs: dict[str, Any]) -> dict[str, int]:
+    """The seed argument, for the calls whose client method takes one."""
+    return {"seed": int(inputs["seed"])} if inputs.get("seed") is not None else {}
+
+
 def _table(csv_text: str) -> dict[str, list[str]]:
     """CSV text with a header line -> the column-wise table the tabular tasks take."""
     rows = list(csv.reader(io.StringIO(csv_text.strip())))
@@ -37,7 +42,7 @@ def _table(csv_text: str) -> dict[str, list[str]]:
 
 
 def _chat(client: Any, inputs: dict[str, Any]) -> str:
-    reply = client.chat_completion(messages=[{"role": "user", "content": inputs["text"]}])
+    reply = client.chat_completion(messages=[{"role": "user", "content": inputs["text"]}], **_seed(inputs))
     return reply.choices[0].message.content or ""
 
 
@@ -63,7 +68,9 @@ OPS: dict[str, TaskOp] = {
         "token-classification", lambda c, i: c.token_classification(i["text"]), "tokens"
     ),
     # hf-inference serves text2text models under text-generation.
-    "text2text-generation": TaskOp("text-generation", lambda c, i: c.text_generation(i["text"]), "text"),
+    "text2text-generation": TaskOp(
+        "text-generation", lambda c, i: c.text_generation(i["text"], **_seed(i)), "text"
+    ),
     "summarization": TaskOp("summarization", lambda c, i: c.summarization(i["text"]).summary_text, "text"),
     "translation": TaskOp("translation", lambda c, i: c.translation(i["text"]).translation_text, "text"),
     "question-answering": TaskOp(
@@ -72,7 +79,9 @@ OPS: dict[str, TaskOp] = {
         "answer",
     ),
     "conversational": TaskOp("conversational", _chat, "text"),
-    "text-generation": TaskOp("text-generation", lambda c, i: c.text_generation(i["text"]), "text"),
+    "text-generation": TaskOp(
+        "text-generation", lambda c, i: c.text_generation(i["text"], **_seed(i)), "text"
+    ),
     "sentence-similarity": TaskOp(
         "sentence-similarity",
         lambda c, i: c.sentence_similarity(i["text"], other_sentences=[i["text2"]]),
@@ -90,7 +99,7 @@ OPS: dict[str, TaskOp] = {
     "image-to-text": TaskOp(
         "image-to-text", lambda c, i: c.image_to_text(media(i, "image")).generated_text, "text"
     ),
-    "text-to-image": TaskOp("text-to-image", lambda c, i: c.text_to_image(i["text"]), "image"),
+    "text-to-image": TaskOp("text-to-image", lambda c, i: c.text_to_image(i["text"], **_seed(i)), "image"),
     "image-to-image": TaskOp("image-to-image", _image_to_image, "image"),
     "image-segmentation": TaskOp(
         "image-segmentation", lambda c, i: c.image_segmentation(media(i, "image")), "segmentation"
@@ -115,7 +124,9 @@ OPS: dict[str, TaskOp] = {
         lambda c, i: c.document_question_answering(media(i, "image"), question=i["text"]),
         "answers",
     ),
-    "text-to-video": TaskOp("text-to-video", lambda c, i: c.text_to_video(i["text"]), "video", by_url=False),
+    "text-to-video": TaskOp(
+        "text-to-video", lambda c, i: c.text_to_video(i["text"], **_seed(i)), "video", by_url=False
+    ),
 }
 # depth-estimation: InferenceClient has no method for it, so it is never offered hosted.
 

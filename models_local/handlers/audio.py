@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io import read_audio
-from .base import Device, Handler, Outputs, RuntimeUnsupported, stopping_criteria
+from .base import Device, Handler, Outputs, RuntimeUnsupported, seeded, stopping_criteria
 from .bundle import Bundle, load_model, tensors_to
 from .labels import write_labels
 
@@ -169,13 +169,13 @@ def _speak(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
             enc["input_ids"].shape[-1] == 0
         ):  # VITS drops characters outside its alphabet; nothing left crashes it
             raise ValueError(f"this voice cannot speak any character of {inputs['text'][:80]!r}")
-        with torch.inference_mode():
+        with torch.inference_mode(), seeded(inputs):  # VITS draws noise for durations and the flow
             waveform = b.model(**tensors_to(enc, b.device)).waveform[0]
         out.audio(waveform.float().cpu().numpy(), b.model.config.sampling_rate)
         return
     enc = b.processor(text=inputs["text"], return_tensors="pt")
     ids = enc["input_ids"][:, : b.model.config.max_text_positions].to(b.device.name)
-    with torch.inference_mode():
+    with torch.inference_mode(), seeded(inputs):  # SpeechT5 keeps its pre-net dropout on when speaking
         waveform = b.model.generate_speech(
             ids,
             b.extra["speaker"],

@@ -7,8 +7,10 @@ Each family module (text.py, audio.py, vision.py, diffusion.py, controlnet.py, .
 from __future__ import annotations
 
 import json
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +87,26 @@ class Outputs:
     def data(self, value: Any) -> None:
         json.dumps(value)  # fail here, not later, when a value is not JSON-serialisable
         self.artifacts.append({"kind": "data", "value": value})
+
+
+_SEED_LOCK = threading.Lock()
+
+
+@contextmanager
+def seeded(inputs: dict[str, str]) -> Iterator[None]:
+    """Seeds torch's process-wide generator for one call when the inputs carry a "seed", for models
+    that draw from it (generate() when sampling, VITS noise, SpeechT5's dropout): they take no
+    generator of their own. Seeded calls take turns, and the generator's state is put back after."""
+    seed = inputs.get("seed")
+    if seed is None:
+        yield
+        return
+    import torch
+
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    with _SEED_LOCK, torch.random.fork_rng(devices=devices):
+        torch.manual_seed(int(seed))  # CPU and CUDA generators; both are put back after
+        yield
 
 
 def stopping_criteria(out: Outputs) -> dict[str, Any]:

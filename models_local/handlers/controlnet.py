@@ -263,6 +263,7 @@ def _control_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
         prompt=inputs["text"],
         image=control,
         num_inference_steps=diffusion.STEPS,
+        **diffusion.seeded(pipe, inputs),
         **diffusion.stoppable(pipe, out),
     )
     out.image(result.images[0])

@@ -1,5 +1,7 @@
 """Diffusers pipelines: text-to-image, image-to-image, text-to-video.
 
+An input "seed" (a whole number, as text) makes a run reproducible: see seeded().
+
 The settings below are module attributes: a deployment (or a test) may lower them.
 Image sizes follow each model's own default (its UNet sample size times the VAE's scale factor).
 """
@@ -60,6 +62,20 @@ def call_params(cls: type) -> frozenset[str]:
     return frozenset(inspect.signature(cls.__call__).parameters)
 
 
+def seeded(pipe: Any, inputs: dict[str, str]) -> dict[str, Any]:
+    """Call arguments that make the run reproducible when the inputs carry a seed: a generator of
+    its own per call (the process-wide one is shared by every thread). On mps a CPU generator, as
+    diffusers advises; elsewhere one on the pipeline's device, so the same seed gives the same
+    image on the same device."""
+    seed = inputs.get("seed")
+    if seed is None or "generator" not in call_params(type(pipe)):
+        return {}
+    import torch
+
+    device = pipe.device if pipe.device.type != "mps" else torch.device("cpu")
+    return {"generator": torch.Generator(device=device).manual_seed(int(seed))}
+
+
 def stoppable(pipe: Any, out: Outputs) -> dict[str, Any]:
     """Call arguments that end a diffusion run between two steps once `out.stop` is set: a Stop
     frees the GPU and the model within one step, not after the whole run. Newer pipelines take
@@ -91,7 +107,10 @@ def _load_text_to_image(source: str, device: Device) -> Any:
 
 
 def _text_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
-    out.image(pipe(prompt=inputs["text"], num_inference_steps=STEPS, **stoppable(pipe, out)).images[0])
+    result = pipe(
+        prompt=inputs["text"], num_inference_steps=STEPS, **seeded(pipe, inputs), **stoppable(pipe, out)
+    )
+    out.image(result.images[0])
 
 
 # ---- image-to-image -----------------------------------------------------------------------------
@@ -120,7 +139,7 @@ def _image_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
         kwargs["strength"] = STRENGTH
     if "height" in params and "width" in params:  # pipelines that do not follow the input's size
         kwargs["width"], kwargs["height"] = image.size
-    out.image(pipe(**kwargs, **stoppable(pipe, out)).images[0])
+    out.image(pipe(**kwargs, **seeded(pipe, inputs), **stoppable(pipe, out)).images[0])
 
 
 # ---- text-to-video ------------------------------------------------------------------------------
@@ -145,6 +164,7 @@ def _text_to_video(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
         num_inference_steps=STEPS,
         num_frames=VIDEO_FRAMES,
         output_type="np",
+        **seeded(pipe, inputs),
         **stoppable(pipe, out),
     )
     frames = result.frames[0]  # (frames, height, width, 3) floats in [0, 1], first video of the batch

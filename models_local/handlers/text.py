@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .base import Device, Handler, Outputs, RuntimeUnsupported, stopping_criteria
+from .base import Device, Handler, Outputs, RuntimeUnsupported, seeded, stopping_criteria
 from .bundle import Bundle, load_model, tensors_to
 from .labels import write_labels
 
@@ -136,7 +136,7 @@ def _seq2seq(task: str):
             text, truncation=True, max_length=_max_length(b.processor, b.model.config), return_tensors="pt"
         )
         kwargs = _generate_kwargs(b.model, b.processor) | ((b.extra or {}) if task == "translation" else {})
-        with torch.inference_mode():
+        with torch.inference_mode(), seeded(inputs):
             ids = b.model.generate(**tensors_to(enc, b.device), **kwargs, **stopping_criteria(out))
         out.check_stop()
         out.text(b.processor.decode(ids[0], skip_special_tokens=True).strip())
@@ -175,7 +175,7 @@ def _generator(task: str):
             enc = tok(inputs["text"] + tok.eos_token, return_tensors="pt")
         else:  # a base model continues the prompt
             enc = tok(inputs["text"], return_tensors="pt")
-        with torch.inference_mode():
+        with torch.inference_mode(), seeded(inputs):  # a seed matters when the model samples
             ids = b.model.generate(
                 **tensors_to(enc, b.device), **_generate_kwargs(b.model, tok), **stopping_criteria(out)
             )

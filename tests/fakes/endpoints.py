@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -72,16 +73,23 @@ class FakeEndpoint(Endpoint):
 
 
 def make_outputs(task: str, model: str, inputs: dict[str, Any], out_dir: Path) -> list[Artifact]:
+    """Files whose content depends on the task, the model and the inputs (file inputs by content), as
+    a real model's would: a changed input changes what the tasks after it receive."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    made_of = [task, model] + [
+        Path(v).read_bytes().hex() if isinstance(v, Path) and Path(v).is_file() else str(v)
+        for _, v in sorted(inputs.items())
+    ]
+    digest = hashlib.sha256("|".join(made_of).encode()).digest()
     outputs = []
     for kind in task_types.TASKS[task].outputs:
         if kind == "image":
             path = out_dir / f"{model.replace('/', '_')}.png"
-            Image.new("RGB", (8, 8), "red").save(path)
+            Image.new("RGB", (8, 8), tuple(digest[:3])).save(path)
             outputs.append(Artifact("image", path=path))
         elif kind in ("audio", "video"):
             path = out_dir / f"{model.replace('/', '_')}.{'wav' if kind == 'audio' else 'mp4'}"
-            path.write_bytes(b"RIFF")
+            path.write_bytes(b"RIFF" + digest)
             outputs.append(Artifact(kind, path=path))
         elif kind == "text":
             seen = "; ".join(f"{k}={Path(v).name if isinstance(v, Path) else v}" for k, v in inputs.items())

@@ -1,0 +1,211 @@
+"""`python -m hugginggpt replay TRACE.json [--workdir DIR] [--json] [--no-answer]`.
+
+Runs a trace's plan again with the models that produced its outputs and the same seeds: no planning
+call, no selection call, no result cache (every task runs); the answer call unless --no-answer.
+Then says, per task, whether the outputs match the recorded ones by content hash: the regression
+test to run after upgrading a model or the project. Exit code 0 when every task that finished
+before finishes again with the same outputs, 1 otherwise, 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+from typing import Any, TextIO
+
+from .catalog import Catalog
+from .events import Done, PickSource
+from .hashing import artifact_sha256
+from .planfile import GivenPlan, given_plan
+from .records import TaskStatus
+from .selection import Choice
+
+
+def parser() -> argparse.ArgumentParser:
+    from .cli import add_llm_arguments
+    from .config import INFERENCE_MODES
+
+    p = argparse.ArgumentParser(
+        prog="python -m hugginggpt replay",
+        description="Run a trace's plan again with its models and seeds; compare the outputs.",
+    )
+    p.add_argument("trace", metavar="TRACE.json", help="a trace a run wrote (its workspace's traces/)")
+    p.add_argument(
+        "--workdir", metavar="DIR", help="the conversation folder to run in (default: the trace's own)"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--no-answer", action="store_true", help="run the tasks only: no LLM call at all")
+    p.add_argument("--inference", choices=INFERENCE_MODES, help="where models run (default: hybrid)")
+    p.add_argument(
+        "--catalog", action="append", metavar="PATH", help="a catalog file with the trace's models"
+    )
+    add_llm_arguments(p)
+    return p
+
+
+def main(argv: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
+    from .cli import describe, follow, settings_from_args
+    from .factory import build_pipeline
+    from .workspace import Workspace
+
+    args = parser().parse_args(argv)
+    trace_path = Path(args.trace)
+    try:
+        trace = read_trace(trace_path)
+        settings = settings_from_args(args)
+        home = _trace_workspace(trace_path)
+        workspace = (
+            Workspace(Path(args.workdir)) if args.workdir else home or Workspace.create(settings.workdir)
+        )
+        pipeline = build_pipeline(settings)
+        given = plan_from_trace(trace, pipeline.catalog)
+    except (ValueError, OSError) as e:  # PlanFileError is a ValueError
+        print(f"error: {e}", file=stderr)
+        return 2
+    if home is not None and home.root != workspace.root:
+        _copy_named_files(given, home, workspace)
+    print(f"replaying {trace.get('request_id', trace_path.name)}: {len(given.plan)} task(s)", file=stderr)
+    events = pipeline.run_plan(
+        given.request or "",
+        given.plan,
+        given.choices,
+        workspace=workspace,
+        answer=not args.no_answer,
+        use_cache=False,
+        header={"replay_of": trace.get("request_id")},
+    )
+    done = follow(events, workspace.root, stdout=stdout, stderr=stderr, stream=not args.json)
+    rows = compare(trace, done)
+    for row in rows:
+        print(describe_row(row), file=stderr)
+    same = done.ok and all(row["match"] is not False for row in rows)
+    if args.json:
+        out = {
+            "outcome": str(done.outcome),
+            "error": done.error,
+            "answer": done.answer,
+            "llm_calls": done.llm_calls,
+            "same": same,
+            "tasks": rows,
+            "trace_file": str(done.trace_file) if done.trace_file else None,
+        }
+        json.dump(out, stdout, ensure_ascii=False)
+        stdout.write("\n")
+    if done.error:
+        print(f"error: {done.error}", file=stderr)
+    print(describe(done, workspace.root), file=stderr)
+    return 0 if same else 1
+
+
+def read_trace(path: Path) -> dict[str, Any]:
+    try:
+        trace = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not a JSON file: {e}") from None
+    if not isinstance(trace, dict) or not isinstance(trace.get("plan"), list):
+        raise ValueError(f"{path} is not a trace with a plan (a run that failed before planning has none)")
+    return trace
+
+
+def plan_from_trace(trace: dict[str, Any], catalog: Catalog) -> GivenPlan:
+    """The trace's plan, each task with the model that produced its outputs (or the chosen one) and
+    its seed. A task that had no model keeps none: it fails again, with no selection call."""
+    tasks = {t.get("id"): t for t in trace.get("tasks", []) if isinstance(t, dict)}
+    recorded = trace.get("choices") if isinstance(trace.get("choices"), dict) else {}
+    choices: dict[str, Any] = {}
+    for key, choice in recorded.items():
+        task = tasks.get(int(key), {}) if str(key).isdigit() else {}
+        choice = choice if isinstance(choice, dict) else {}
+        model = task.get("model") if task.get("status") == "done" else choice.get("model")
+        seed = task.get("seed", choice.get("seed"))
+        choices[key] = {"model": model, "seed": seed}
+    given = given_plan({"plan": trace["plan"], "choices": choices}, catalog, reason="as in the trace")
+    request = trace.get("request") if isinstance(trace.get("request"), str) else ""
+    modelless = {
+        t.id: Choice(
+            t.id,
+            t.task,
+            None,
+            "no model ran it in the trace",
+            (),
+            PickSource.NO_CANDIDATE,
+            given.seeds.get(t.id),
+        )
+        for t in given.plan.tasks
+        if t.id not in given.choices
+    }
+    return GivenPlan(given.plan, {**given.choices, **modelless}, given.seeds, request)
+
+
+def compare(trace: dict[str, Any], done: Done) -> list[dict[str, Any]]:
+    """Per task: the recorded and the new output hashes, and whether they match (None: nothing was
+    recorded to compare with, because the task did not finish then or the trace has no hashes)."""
+    recorded = {t.get("id"): t for t in trace.get("tasks", []) if isinstance(t, dict)}
+    rows = []
+    for record in done.records:
+        old = recorded.get(record.id) or {}
+        before = None
+        if old.get("status") == "done":
+            before = [[o.get("kind"), o.get("sha256")] for o in old.get("outputs", [])]
+        after = None
+        if record.status is TaskStatus.DONE:
+            after = [[str(a.kind), artifact_sha256(a)] for a in record.outputs]
+        if before is None or any(h is None for _, h in before):
+            match = None
+        else:
+            match = before == after
+        rows.append(
+            {
+                "id": record.id,
+                "task": record.task,
+                "model": record.model,
+                "seed": record.seed,
+                "status": str(record.status),
+                "error": record.error,
+                "match": match,
+                "recorded": before,
+                "replayed": after,
+            }
+        )
+    return rows
+
+
+def describe_row(row: dict[str, Any]) -> str:
+    verdict = {True: "same outputs", False: "DIFFERENT outputs", None: "nothing recorded to compare"}
+    seed = f", seed {row['seed']}" if row["seed"] is not None else ""
+    status = "" if row["status"] == "done" else f" ({row['status']}: {row['error']})"
+    return (
+        f"[replay] task {row['id']} {row['task']} with {row['model']}{seed}: {verdict[row['match']]}{status}"
+    )
+
+
+def _trace_workspace(trace_path: Path):
+    """The workspace the trace was written in (its traces/ folder), if it is one."""
+    from .workspace import Workspace
+
+    root = trace_path.resolve().parent.parent
+    if trace_path.resolve().parent.name == "traces" and (root / "uploads").is_dir():
+        return Workspace(root)
+    return None
+
+
+def _copy_named_files(given: GivenPlan, home: Any, workspace: Any) -> None:
+    """Uploads and earlier outputs the plan names, copied from the trace's workspace to the new one."""
+    for task in given.plan.tasks:
+        for value in task.args.values():
+            name = value.strip().lstrip("/")
+            if not name or "<resource>-" in name or "://" in name or "\x00" in name:
+                continue
+            for source, target in (
+                (home.uploads_dir / name, workspace.uploads_dir / name),
+                (home.root / name, workspace.root / name),
+            ):
+                if home.contains(source) and source.is_file() and workspace.contains(target):
+                    if not target.exists():
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copyfile(source, target)
+                    break
