@@ -8,8 +8,6 @@ among them HUGGINGGPT_APP_MAX_UPLOAD_MB and HUGGINGGPT_APP_CONCURRENCY.
 
 # No `from __future__ import annotations`: Gradio finds the gr.Request parameters by their annotation.
 import logging
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,14 +19,30 @@ from hugginggpt.config import Settings, load_settings
 from hugginggpt.endpoints import Endpoint
 from hugginggpt.llm import LLM
 from hugginggpt.modes import INFERENCE_MODES
+from webui import saved
 from webui.chat import ChatApp, LLMChoice
 from webui.headers import ContentSecurityPolicy
+from webui.publish import publisher
+from webui.settings_panel import field_problems, status_for
 
 ROOT = Path(__file__).resolve().parent
 ASSETS = ROOT / "assets"
 CSS = """
 #status { font-size: 0.9em; opacity: 0.85; }
 #chat { min-height: 520px; }
+.hg-state { font-weight: 600; white-space: nowrap; }
+.hg-done { color: #15803d; }
+.hg-running { color: #1d4ed8; }
+.hg-failed { color: #b91c1c; }
+.hg-skipped { color: #a16207; }
+.hg-stopped, .hg-not-finished, .hg-waiting { color: #4b5563; }
+.field-problem { color: #b91c1c; font-size: 0.9em; }
+#chat .mermaid svg { max-width: 100%; height: auto; }
+@media (max-width: 480px) {
+  #chat { min-height: 360px; }
+  #request-row { flex-wrap: wrap; }
+  #stop { min-width: 100% !important; }
+}
 """
 
 EXAMPLES = [
@@ -53,6 +67,12 @@ class Page:
     key: Any
     mode: Any
     top_k: Any
+    keep_key: Any
+    problems: dict[str, Any]  # a Markdown under each typed field, for its problem
+    new: Any
+    earlier: Any
+    store: Any  # gr.BrowserState: this browser's conversations and settings (webui.saved)
+    conv_key: Any  # gr.State: the open conversation's key
 
     @property
     def choice_inputs(self) -> list[Any]:
@@ -95,15 +115,29 @@ def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
         "Hugging Face models for them, runs them and answers. Attach images or audio with the clip."
     )
     status = gr.Markdown(elem_id="status")
+    with gr.Row(equal_height=True, elem_id="conversations"):
+        new = gr.Button("New conversation", size="sm", scale=0, min_width=150, elem_id="new-conversation")
+        earlier = gr.Dropdown(
+            choices=[],
+            value=None,
+            allow_custom_value=True,  # each browser has its own list; webui.saved checks the keys
+            show_label=False,
+            container=False,
+            scale=3,
+            min_width=180,
+            info=None,
+            label="Earlier conversations in this browser",
+            elem_id="earlier",
+        )
     chatbot = gr.Chatbot(
         value=chat.welcome(),
         label="Conversation",
         elem_id="chat",
         height=620,
         autoscroll=True,
-        group_consecutive_messages=False,
+        group_consecutive_messages=True,  # a request's work, media and answer read as one turn
     )
-    with gr.Row():
+    with gr.Row(elem_id="request-row"):
         # No file_types: Gradio would refuse other files with a pop-up before the handler runs;
         # webui.uploads answers in the chat instead, for every kind of bad file alike.
         box = gr.MultimodalTextbox(
@@ -113,31 +147,37 @@ def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
             placeholder="Type a request; attach images or audio.",
             elem_id="request",
         )
-        stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
-    traces = gr.File(
-        label="Trace of each request (JSON)", file_count="multiple", interactive=False, elem_id="traces"
-    )
+        stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, visible=False, elem_id="stop")
     gr.Examples(
         examples=[[_example(text, name)] for text, name in EXAMPLES],
         inputs=[box],
         label="Examples (files in assets/)",
     )
+    # Each request's trace is linked in its own turn; this list serves API clients.
+    traces = gr.File(label="Traces (JSON)", file_count="multiple", interactive=False, visible=False)
     with gr.Accordion("Settings", open=False, elem_id="settings"):
-        gr.Markdown("These apply to this browser session only; the API key is never stored or logged.")
+        gr.Markdown("These apply to this browser only; the API key is kept only if you tick the box.")
+        problems = {}
         with gr.Row():
-            base_url = gr.Textbox(
-                label="LLM base URL",
-                value=settings.llm_base_url or "",
-                placeholder="https://api.openai.com/v1 (OpenAI-compatible)",
-            )
-            model = gr.Textbox(
-                label="LLM model",
-                value=settings.llm_model or "",
-                placeholder="gpt-4o-mini, Qwen/Qwen2.5-72B-Instruct, ...",
-            )
-            key = gr.Textbox(
-                label="API key", type="password", value="", placeholder="empty: the server's key, if any"
-            )
+            with gr.Column(min_width=220):
+                base_url = gr.Textbox(
+                    label="LLM base URL",
+                    value=settings.llm_base_url or "",
+                    placeholder="https://api.openai.com/v1 (OpenAI-compatible)",
+                )
+                problems["base_url"] = gr.Markdown(visible=False, elem_classes="field-problem")
+            with gr.Column(min_width=220):
+                model = gr.Textbox(
+                    label="LLM model",
+                    value=settings.llm_model or "",
+                    placeholder="gpt-4o-mini, Qwen/Qwen2.5-72B-Instruct, ...",
+                )
+                problems["model"] = gr.Markdown(visible=False, elem_classes="field-problem")
+            with gr.Column(min_width=220):
+                key = gr.Textbox(
+                    label="API key", type="password", value="", placeholder="empty: the server's key, if any"
+                )
+                keep_key = gr.Checkbox(label="Remember the API key in this browser", value=False)
         with gr.Row():
             mode = gr.Radio(
                 list(INFERENCE_MODES),
@@ -146,17 +186,30 @@ def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
                 info=" · ".join(f"{name}: {help}" for name, (_, help) in INFERENCE_MODES.items()),
             )
             top_k = gr.Slider(1, 10, step=1, value=settings.top_k, label="Candidate models per task (top-K)")
-    return Page(status, chatbot, box, stop, traces, base_url, model, key, mode, top_k)
+    store = gr.BrowserState(saved.empty(), storage_key="hugginggpt")
+    conv_key = gr.State("")
+    return Page(
+        status, chatbot, box, stop, traces, base_url, model, key, mode, top_k, keep_key, problems,
+        new, earlier, store, conv_key,
+    )  # fmt: skip
 
 
 def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> None:
-    publish = _publisher(chat.workdir)
+    publish = publisher(chat.workdir)
+    browsers: dict[str, str] = {}  # session hash -> conversation key, for pages with a browser store
 
     def choice(base_url: str, model: str, key: str, mode: str, top_k: float) -> LLMChoice:
         return LLMChoice(base_url or "", model or "", key or "", mode or "", top_k)
 
-    def respond(message: dict[str, Any], base_url, model, key, mode, top_k, request: gr.Request):
-        session = _session(request)
+    def conversation_key(conv_key: str, request: Any) -> str:
+        """The browser's conversation key; API clients (no browser store) are keyed by session."""
+        if saved.valid_key(conv_key):
+            browsers[_session(request)] = conv_key
+            return conv_key
+        return _session(request)
+
+    def respond(message: dict[str, Any], conv_key, base_url, model, key, mode, top_k, request: gr.Request):
+        session = conversation_key(conv_key, request)
         for messages, trace_files, running in chat.respond(
             session, message, choice(base_url, model, key, mode, top_k)
         ):
@@ -169,43 +222,130 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
     def publish_file(path: str) -> str:
         return publish([{"content": {"path": path}}])[0]["content"]["path"]
 
-    def on_stop(request: gr.Request) -> None:
-        chat.stop(_session(request))
+    def shown(key: str) -> tuple[list[dict[str, Any]], list[str]]:
+        conv = chat.conversation(key)
+        return publish(conv.display), [publish_file(t) for t in conv.traces]
 
-    def on_clear(request: gr.Request):
-        chat.reset(_session(request))
-        return chat.welcome(), None
+    def listing(store: Any) -> Any:
+        return gr.Dropdown(choices=saved.choices(store), value=None)
+
+    def after_run(conv_key: str, store: Any, request: gr.Request):
+        key = conversation_key(conv_key, request)
+        conv = chat.conversations.find(key)
+        if saved.valid_key(key) and conv is not None and conv.history:
+            store = saved.remember(store, key, conv.history[0]["content"])
+        return gr.MultimodalTextbox(interactive=True), gr.Button(visible=False), store, listing(store)
+
+    def on_stop(conv_key: str, request: gr.Request) -> None:
+        chat.stop(conversation_key(conv_key, request))
+
+    def on_new(conv_key: str, store: Any, request: gr.Request):
+        key = saved.new_key()
+        browsers[_session(request)] = key
+        store = saved.open_key(store, key)
+        return key, *shown(key), store, listing(store), gr.Button(visible=False)
+
+    def on_pick(picked: str, conv_key: str, store: Any, request: gr.Request):
+        if not picked or picked == conv_key or picked not in dict(saved.choices(store)).values():
+            return conv_key, gr.skip(), gr.skip(), store, gr.skip(), gr.skip()
+        if chat.conversations.find(picked) is None:  # deleted on the server since
+            store = saved.forget(store, picked)
+            gr.Info("That conversation is no longer on the server (idle too long, or the app restarted).")
+            return conv_key, gr.skip(), gr.skip(), store, listing(store), gr.skip()
+        browsers[_session(request)] = picked
+        store = saved.remember(store, picked, "")
+        return picked, *shown(picked), store, listing(store), gr.Button(visible=False)
+
+    def on_clear(conv_key: str, store: Any, request: gr.Request):
+        old = conversation_key(conv_key, request)
+        chat.reset(old)
+        store = saved.forget(store, old)
+        key = saved.new_key() if saved.valid_key(old) else old
+        browsers[_session(request)] = key
+        return key, chat.welcome(), None, saved.open_key(store, key) if key != old else store, listing(store)
 
     def on_unload(request: gr.Request) -> None:
-        chat.drop(_session(request))
+        key = browsers.pop(_session(request), None)
+        if key is None:  # an API client or a page without a store: its conversation ends with it
+            chat.drop(_session(request))
+        else:  # a reload comes back to it; anything still running for it stops
+            chat.stop(key)
 
-    def show_status(base_url, model, key, mode, top_k) -> str:
-        return chat.status(choice(base_url, model, key, mode, top_k))
+    def restore(store: Any, request: gr.Request):
+        """A page (re)load: this browser's open conversation and settings, if the server has them."""
+        store = saved.normal(store)
+        key = store["current"]
+        if not key or chat.conversations.find(key) is None:
+            store = saved.forget(store, key) if key else store
+            key = saved.new_key()
+            store = saved.open_key(store, key)
+        browsers[_session(request)] = key
+        s = store["settings"]
+        base = chat.settings
+        return (
+            key, *shown(key), store, listing(store),
+            s.get("base_url", base.llm_base_url or ""), s.get("model", base.llm_model or ""),
+            s.get("api_key", ""), s.get("mode") if s.get("mode") in INFERENCE_MODES else base.inference,
+            min(10, max(1, int(s.get("top_k") or base.top_k))),
+            bool(s.get("api_key")),
+        )  # fmt: skip
+
+    def show_status(base_url, model, key, mode, top_k):
+        c = choice(base_url, model, key, mode, top_k)
+        problems = field_problems(chat, c)
+        fields = [
+            gr.Markdown(value=problems.get(name, ""), visible=name in problems) for name in page.problems
+        ]
+        return status_for(chat, c, problems), *fields
+
+    def save_settings(store, base_url, model, key, mode, top_k, keep_key):
+        values = {"base_url": base_url or "", "model": model or "", "mode": mode or "", "top_k": top_k}
+        return saved.with_settings(store, values, keep_key=bool(keep_key), api_key=key or "")
 
     inputs = page.choice_inputs
+    status_outputs = [page.status, *page.problems.values()]
+    quiet = {"api_visibility": "private", "show_progress": "hidden"}
     run = page.box.submit(
         respond,
-        [page.box, *inputs],
+        [page.box, page.conv_key, *inputs],
         [page.chatbot, page.traces, page.box],
         api_name="chat",
         concurrency_limit=concurrency,
         show_progress="hidden",
     )
-    run.then(lambda: gr.MultimodalTextbox(interactive=True), None, page.box, api_name=False)
-    page.stop.click(on_stop, None, None, queue=False, api_name="stop")
-    page.chatbot.clear(on_clear, None, [page.chatbot, page.traces], api_name="new_conversation")
+    page.box.submit(lambda: gr.Button(visible=True), None, page.stop, queue=False, **quiet)
+    run.then(after_run, [page.conv_key, page.store], [page.box, page.stop, page.store, page.earlier], **quiet)
+    page.stop.click(on_stop, [page.conv_key], None, queue=False, api_name="stop")
+    switched = [page.conv_key, page.chatbot, page.traces, page.store, page.earlier, page.stop]
+    page.new.click(on_new, [page.conv_key, page.store], switched, cancels=[run], **quiet)
+    page.earlier.input(on_pick, [page.earlier, page.conv_key, page.store], switched, cancels=[run], **quiet)
+    page.chatbot.clear(
+        on_clear,
+        [page.conv_key, page.store],
+        [page.conv_key, page.chatbot, page.traces, page.store, page.earlier],
+        api_name="new_conversation",
+    )
     for field in (page.base_url, page.model, page.key):  # typed fields: on leaving them, not on every key
-        gr.on(
-            [field.blur, field.submit],
-            show_status,
-            inputs,
-            page.status,
-            api_name=False,
-            show_progress="hidden",
-        )
+        gr.on([field.blur, field.submit], show_status, inputs, status_outputs, **quiet)
     for field in (page.mode, page.top_k):
-        field.change(show_status, inputs, page.status, api_name=False, show_progress="hidden")
-    demo.load(show_status, inputs, page.status, api_name=False)
+        field.change(show_status, inputs, status_outputs, **quiet)
+    remembered = [page.store, *inputs, page.keep_key]
+    for field in (page.base_url, page.model, page.key, page.mode, page.top_k, page.keep_key):
+        field.change(save_settings, remembered, page.store, **quiet)
+    demo.load(
+        restore,
+        [page.store],
+        [
+            page.conv_key,
+            page.chatbot,
+            page.traces,
+            page.store,
+            page.earlier,
+            *inputs,
+            page.keep_key,
+        ],  # fmt: skip
+        **quiet,
+    ).then(show_status, inputs, status_outputs, **quiet)
     demo.unload(on_unload)
 
 
@@ -229,33 +369,6 @@ def _example(text: str, name: str | None) -> dict[str, Any]:
 
 def _session(request: Any) -> str:
     return getattr(request, "session_hash", None) or "local"
-
-
-def _publisher(workdir: Path):
-    """Gradio copies a returned file into its cache only from the working directory, the temp dir or
-    allowed_paths. Listing the workspaces in allowed_paths would serve every conversation's files to
-    anyone with the path, so a workdir elsewhere (e.g. /data on a Space) is copied into the cache here."""
-    reachable = any(workdir.is_relative_to(Path(d).resolve()) for d in (os.getcwd(), tempfile.gettempdir()))
-
-    def publish(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if reachable:
-            return messages
-        from gradio import processing_utils, utils
-
-        out = []
-        for m in messages:
-            content = m.get("content")
-            if (
-                isinstance(content, dict)
-                and "path" in content
-                and Path(content["path"]).is_relative_to(workdir)
-            ):
-                cached = processing_utils.save_file_to_cache(content["path"], utils.get_upload_folder())
-                m = {**m, "content": {**content, "path": cached}}
-            out.append(m)
-        return out
-
-    return publish
 
 
 def main() -> None:
