@@ -125,15 +125,14 @@ def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
             container=False,
             scale=3,
             min_width=180,
-            info=None,
-            label="Earlier conversations in this browser",
+            label="Conversations in this browser",
             elem_id="earlier",
         )
     chatbot = gr.Chatbot(
         value=chat.welcome(),
         label="Conversation",
         elem_id="chat",
-        height=620,
+        height="72vh",
         autoscroll=True,
         group_consecutive_messages=True,  # a request's work, media and answer read as one turn
     )
@@ -227,7 +226,12 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
         return publish(conv.display), [publish_file(t) for t in conv.traces]
 
     def listing(store: Any) -> Any:
-        return gr.Dropdown(choices=saved.choices(store), value=None)
+        """This browser's conversations, the open one selected (none yet: a prompt to pick one)."""
+        listed = saved.choices(store)
+        current = saved.normal(store)["current"]
+        if any(key == current for _, key in listed):
+            return gr.Dropdown(choices=listed, value=current)
+        return gr.Dropdown(choices=[("New conversation (pick an earlier one here)", ""), *listed], value="")
 
     def after_run(conv_key: str, store: Any, request: gr.Request):
         key = conversation_key(conv_key, request)
@@ -305,7 +309,9 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
     inputs = page.choice_inputs
     status_outputs = [page.status, *page.problems.values()]
     quiet = {"api_visibility": "private", "show_progress": "hidden"}
-    run = page.box.submit(
+    # Stop shows first, then the request runs (two listeners on one trigger would run in turn).
+    started = page.box.submit(lambda: gr.Button(visible=True), None, page.stop, queue=False, **quiet)
+    run = started.then(
         respond,
         [page.box, page.conv_key, *inputs],
         [page.chatbot, page.traces, page.box],
@@ -313,7 +319,6 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
         concurrency_limit=concurrency,
         show_progress="hidden",
     )
-    page.box.submit(lambda: gr.Button(visible=True), None, page.stop, queue=False, **quiet)
     run.then(after_run, [page.conv_key, page.store], [page.box, page.stop, page.store, page.earlier], **quiet)
     page.stop.click(on_stop, [page.conv_key], None, queue=False, api_name="stop")
     switched = [page.conv_key, page.chatbot, page.traces, page.store, page.earlier, page.stop]
@@ -331,7 +336,7 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
         field.change(show_status, inputs, status_outputs, **quiet)
     remembered = [page.store, *inputs, page.keep_key]
     for field in (page.base_url, page.model, page.key, page.mode, page.top_k, page.keep_key):
-        field.change(save_settings, remembered, page.store, **quiet)
+        field.change(save_settings, remembered, page.store, queue=False, **quiet)
     demo.load(
         restore,
         [page.store],

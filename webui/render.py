@@ -239,7 +239,7 @@ class RunView:
                 self.models[i] = model
                 node = self._set_state(i, task, "running")
                 if attempt > 1:
-                    node["content"] += f"\n\nAttempt {attempt}: trying {model_link(model)}"
+                    _add(node, f"Attempt {attempt}: trying {model_link(model)}")
                 self._task_started[i] = self.clock()
             case TaskFinished(task_id=i, task=task, model=model, outputs=outputs, seconds=seconds):
                 self.models[i] = model
@@ -247,7 +247,7 @@ class RunView:
                 self.texts[i] = next((a.value for a in outputs if a.kind == ArtifactKind.TEXT), "")
                 node = self._set_state(i, task, "done", seconds=seconds)
                 if text:
-                    node["content"] += "\n\nResult:\n" + "\n".join(text)
+                    _add(node, "Result:\n" + "\n".join(text))
                 for a in outputs:
                     if a.path is not None and a.kind in MEDIA_KINDS:
                         self.messages.append(self._media(i, task, model, a, outputs, seconds))
@@ -255,14 +255,14 @@ class RunView:
                 who = model_link(model) if model else "the task"
                 if not final:
                     node = self._set_state(i, task, "running")
-                    node["content"] += f"\n\n{who} failed: {clean(error)}; trying the next candidate."
+                    _add(node, f"{who} failed: {clean(error)}; trying the next candidate.")
                     node["metadata"]["log"] = "retrying with another model"
                 else:
                     node = self._set_state(i, task, "failed", seconds=seconds or None)
-                    node["content"] += f"\n\n**Failed:** {clean(error)}"
+                    _add(node, f"**Failed:** {clean(error)}")
             case TaskSkipped(task_id=i, task=task, reason=reason):
                 node = self._set_state(i, task, "skipped")
-                node["content"] += f"\n\n**Skipped:** {clean(reason)}"
+                _add(node, f"**Skipped:** {clean(reason)}")
             case AnswerDelta(text=text):
                 if self._answer is None:
                     self.feed(StageStarted(Stage.RESPOND))
@@ -279,6 +279,8 @@ class RunView:
             found = self.texts.get(i) or next((none for x in outputs if x.kind == "data" and not x.value), "")
             caption += f" — {what} {plain(source)}" + (f": {_short(clean(found), 160)}" if found else "")
         prompt = self._arg(i, "text") or self._arg(i, "prompt")
+        if prompt and task not in ANNOTATES:  # said in the caption too: Gradio 6.31 drops alt_text
+            caption += f" — from “{plain(_short(prompt, 120))}”"
         alt = f"Task {i} ({task})" + (f": {_short(prompt, 200)}" if prompt else "")
         return {"role": "assistant", "content": [caption, {"path": str(a.path), "alt_text": plain(alt)}]}
 
@@ -311,13 +313,15 @@ class RunView:
                 )
             self._close(self.plan_box)
         self._close(self.work, title=self._summary(done))
-        if done.trace_file:
-            self.messages.append(
+        if done.trace_file:  # last inside the work box; the answer and any note stay last in the turn
+            nested = [n for n, m in enumerate(self.messages) if (m.get("metadata") or {}).get("parent_id")]
+            self.messages.insert(
+                nested[-1] + 1 if nested else 1,
                 {
                     "role": "assistant",
                     "content": {"path": str(done.trace_file)},
                     "metadata": {"title": "Trace of this request (JSON)", "parent_id": f"{self.prefix}-work"},
-                }
+                },
             )
         if self._answer is not None and not self._answer["content"]:
             self.messages.remove(self._answer)
@@ -345,6 +349,10 @@ class RunView:
     def note(self, text: str) -> None:
         """A plain assistant message (errors, hints)."""
         self.messages.append({"role": "assistant", "content": clean(text)})
+
+
+def _add(node: dict[str, Any], text: str) -> None:
+    node["content"] = f"{node['content']}\n\n{text}" if node["content"] else text
 
 
 def _short(text: str, limit: int) -> str:
