@@ -260,13 +260,23 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
         store = saved.remember(store, picked, "")
         return picked, *shown(picked), store, listing(store), gr.Button(visible=False)
 
-    def on_clear(conv_key: str, store: Any, request: gr.Request):
+    def on_clear(conv_key: str, request: gr.Request):
+        """The trash icon: this conversation and its files are deleted; a new one opens."""
         old = conversation_key(conv_key, request)
         chat.reset(old)
-        store = saved.forget(store, old)
         key = saved.new_key() if saved.valid_key(old) else old
-        browsers[_session(request)] = key
-        return key, chat.welcome(), None, saved.open_key(store, key) if key != old else store, listing(store)
+        if key != old:
+            browsers[_session(request)] = key
+        return key, chat.welcome(), None
+
+    def tidy(conv_key: str, store: Any):
+        """The browser's list without conversations the server no longer has, the open one current."""
+        store = saved.normal(store)
+        for _, key in saved.choices(store):
+            if chat.conversations.find(key) is None:
+                store = saved.forget(store, key)
+        store = saved.open_key(store, conv_key) if saved.valid_key(conv_key) else store
+        return store, listing(store)
 
     def on_unload(request: gr.Request) -> None:
         key = browsers.pop(_session(request), None)
@@ -325,11 +335,8 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
     page.new.click(on_new, [page.conv_key, page.store], switched, cancels=[run], **quiet)
     page.earlier.input(on_pick, [page.earlier, page.conv_key, page.store], switched, cancels=[run], **quiet)
     page.chatbot.clear(
-        on_clear,
-        [page.conv_key, page.store],
-        [page.conv_key, page.chatbot, page.traces, page.store, page.earlier],
-        api_name="new_conversation",
-    )
+        on_clear, [page.conv_key], [page.conv_key, page.chatbot, page.traces], api_name="new_conversation"
+    ).then(tidy, [page.conv_key, page.store], [page.store, page.earlier], **quiet)
     for field in (page.base_url, page.model, page.key):  # typed fields: on leaving them, not on every key
         gr.on([field.blur, field.submit], show_status, inputs, status_outputs, **quiet)
     for field in (page.mode, page.top_k):
