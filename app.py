@@ -12,6 +12,7 @@ HUGGINGGPT_API_KEYS is set). The concurrency limit covers those calls too.
 
 # No `from __future__ import annotations`: Gradio finds the gr.Request parameters by their annotation.
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,17 +25,32 @@ from hugginggpt.config import Settings, load_settings
 from hugginggpt.endpoints import Endpoint
 from hugginggpt.llm import LLM
 from hugginggpt.modes import INFERENCE_MODES
+from webui import saved
 from webui.calls import Calls
 from webui.chat import ChatApp, LLMChoice
 from webui.files import Publisher
 from webui.headers import ContentSecurityPolicy
 from webui.openai_api import routes as openai_routes
+from webui.settings_panel import field_problems, status_for
 
 ROOT = Path(__file__).resolve().parent
 ASSETS = ROOT / "assets"
 CSS = """
 #status { font-size: 0.9em; opacity: 0.85; }
 #chat { min-height: 520px; }
+.hg-state { font-weight: 600; white-space: nowrap; }
+.hg-done { color: #15803d; }
+.hg-running { color: #1d4ed8; }
+.hg-failed { color: #b91c1c; }
+.hg-skipped { color: #a16207; }
+.hg-stopped, .hg-not-finished, .hg-waiting { color: #4b5563; }
+.field-problem { color: #b91c1c; font-size: 0.9em; }
+#chat .mermaid svg { max-width: 100%; height: auto; }
+@media (max-width: 480px) {
+  #chat { min-height: 360px; }
+  #request-row { flex-wrap: wrap; }
+  #stop { min-width: 100% !important; }
+}
 """
 
 EXAMPLES = [
@@ -59,6 +75,12 @@ class Page:
     key: Any
     mode: Any
     top_k: Any
+    keep_key: Any
+    problems: dict[str, Any]  # a Markdown under each typed field, for its problem
+    new: Any
+    earlier: Any
+    store: Any  # gr.BrowserState: this browser's conversations and settings (webui.saved)
+    conv_key: Any  # gr.State: the open conversation's key
 
     @property
     def choice_inputs(self) -> list[Any]:
@@ -114,15 +136,28 @@ def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
     if settings.uses_oauth:  # a signed-in visitor's token pays for their hosted calls and ZeroGPU quota
         gr.LoginButton(elem_id="login")
     status = gr.Markdown(elem_id="status")
+    with gr.Row(equal_height=True, elem_id="conversations"):
+        new = gr.Button("New conversation", size="sm", scale=0, min_width=150, elem_id="new-conversation")
+        earlier = gr.Dropdown(
+            choices=[],
+            value=None,
+            allow_custom_value=True,  # each browser has its own list; webui.saved checks the keys
+            show_label=False,
+            container=False,
+            scale=3,
+            min_width=180,
+            label="Conversations in this browser",
+            elem_id="earlier",
+        )
     chatbot = gr.Chatbot(
         value=chat.welcome(),
         label="Conversation",
         elem_id="chat",
-        height=620,
+        height="72vh",
         autoscroll=True,
-        group_consecutive_messages=False,
+        group_consecutive_messages=True,  # a request's work, media and answer read as one turn
     )
-    with gr.Row():
+    with gr.Row(elem_id="request-row"):
         # No file_types: Gradio would refuse other files with a pop-up before the handler runs;
         # webui.uploads answers in the chat instead, for every kind of bad file alike.
         box = gr.MultimodalTextbox(
@@ -132,31 +167,37 @@ def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
             placeholder="Type a request; attach images or audio.",
             elem_id="request",
         )
-        stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
-    traces = gr.File(
-        label="Trace of each request (JSON)", file_count="multiple", interactive=False, elem_id="traces"
-    )
+        stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, visible=False, elem_id="stop")
     gr.Examples(
         examples=[[_example(text, name)] for text, name in EXAMPLES],
         inputs=[box],
         label="Examples (files in assets/)",
     )
+    # Each request's trace is linked in its own turn; this list serves API clients.
+    traces = gr.File(label="Traces (JSON)", file_count="multiple", interactive=False, visible=False)
     with gr.Accordion("Settings", open=False, elem_id="settings"):
-        gr.Markdown("These apply to this browser session only; the API key is never stored or logged.")
+        gr.Markdown("These apply to this browser only; the API key is kept only if you tick the box.")
+        problems = {}
         with gr.Row():
-            base_url = gr.Textbox(
-                label="LLM base URL",
-                value=settings.llm_base_url or "",
-                placeholder="https://api.openai.com/v1 (OpenAI-compatible)",
-            )
-            model = gr.Textbox(
-                label="LLM model",
-                value=settings.llm_model or "",
-                placeholder="gpt-4o-mini, Qwen/Qwen2.5-72B-Instruct, ...",
-            )
-            key = gr.Textbox(
-                label="API key", type="password", value="", placeholder="empty: the server's key, if any"
-            )
+            with gr.Column(min_width=220):
+                base_url = gr.Textbox(
+                    label="LLM base URL",
+                    value=settings.llm_base_url or "",
+                    placeholder="https://api.openai.com/v1 (OpenAI-compatible)",
+                )
+                problems["base_url"] = gr.Markdown(visible=False, elem_classes="field-problem")
+            with gr.Column(min_width=220):
+                model = gr.Textbox(
+                    label="LLM model",
+                    value=settings.llm_model or "",
+                    placeholder="gpt-4o-mini, Qwen/Qwen2.5-72B-Instruct, ...",
+                )
+                problems["model"] = gr.Markdown(visible=False, elem_classes="field-problem")
+            with gr.Column(min_width=220):
+                key = gr.Textbox(
+                    label="API key", type="password", value="", placeholder="empty: the server's key, if any"
+                )
+                keep_key = gr.Checkbox(label="Remember the API key in this browser", value=False)
         with gr.Row():
             mode = gr.Radio(
                 list(INFERENCE_MODES),
@@ -165,35 +206,42 @@ def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
                 info=" · ".join(f"{name}: {help}" for name, (_, help) in INFERENCE_MODES.items()),
             )
             top_k = gr.Slider(1, 10, step=1, value=settings.top_k, label="Candidate models per task (top-K)")
-    return Page(status, chatbot, box, stop, traces, base_url, model, key, mode, top_k)
+    store = gr.BrowserState(saved.empty(), storage_key="hugginggpt")
+    conv_key = gr.State("")
+    return Page(
+        status, chatbot, box, stop, traces, base_url, model, key, mode, top_k, keep_key, problems,
+        new, earlier, store, conv_key,
+    )  # fmt: skip
 
 
 def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> None:
     from gradio import utils
 
     publisher = Publisher(Path(utils.get_upload_folder()))
+    browsers: dict[str, str] = {}  # session hash -> conversation key, for pages with a browser store
 
     def choice(base_url: str, model: str, key: str, mode: str, top_k: float) -> LLMChoice:
         return LLMChoice(base_url or "", model or "", key or "", mode or "", top_k)
 
-    def respond(message: dict[str, Any], base_url, model, key, mode, top_k, request: gr.Request):
-        yield from answer(message, choice(base_url, model, key, mode, top_k), request, None)
+    def conversation_key(conv_key: str, request: Any) -> str:
+        """The browser's conversation key; API clients (no browser store) are keyed by session."""
+        if saved.valid_key(conv_key):
+            browsers[_session(request)] = conv_key
+            return conv_key
+        return _session(request)
+
+    def respond(message: dict[str, Any], conv_key, base_url, model, key, mode, top_k, request: gr.Request):
+        yield from answer(message, conv_key, choice(base_url, model, key, mode, top_k), request, None)
 
     def respond_signed_in(
-        message: dict[str, Any],
-        base_url,
-        model,
-        key,
-        mode,
-        top_k,
-        request: gr.Request,
+        message: dict[str, Any], conv_key, base_url, model, key, mode, top_k, request: gr.Request,
         token: gr.OAuthToken | None,
-    ):
+    ):  # fmt: skip
         the_choice = choice(base_url, model, key, mode, top_k)
-        yield from answer(message, the_choice, request, token.token if token else None)
+        yield from answer(message, conv_key, the_choice, request, token.token if token else None)
 
-    def answer(message: dict[str, Any], the_choice: LLMChoice, request: Any, hf_token: str | None):
-        session = _session(request)
+    def answer(message: dict[str, Any], conv_key, the_choice: LLMChoice, request: Any, hf_token: str | None):
+        session = conversation_key(conv_key, request)
         client = getattr(getattr(request, "client", None), "host", "") or ""
         for messages, trace_files, running in chat.respond(
             session, message, the_choice, client=client, hf_token=hf_token
@@ -202,7 +250,7 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
             if conv is None:  # refused a conversation (the table is full): the message says why
                 yield messages, [], gr.MultimodalTextbox(value=None, interactive=True)
                 return
-            if conv.ended:  # the page was left: nothing more is served for it
+            if conv.ended:  # the conversation ended meanwhile: nothing more is served for it
                 return
             yield (
                 publisher.messages(conv, messages),
@@ -210,60 +258,163 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
                 gr.MultimodalTextbox(value=None, interactive=not running),
             )
 
-    def on_stop(request: gr.Request) -> None:
-        chat.stop(_session(request))
+    def shown(key: str) -> tuple[list[dict[str, Any]], list[str]]:
+        conv = chat.conversation(key)
+        return publisher.messages(conv, conv.display), [publisher.file(conv, t) for t in conv.traces]
 
-    def on_clear(request: gr.Request):
-        chat.reset(_session(request))
-        return chat.welcome(), None
+    def listing(store: Any) -> Any:
+        """This browser's conversations, the open one selected (none yet: a prompt to pick one)."""
+        listed = saved.choices(store)
+        current = saved.normal(store)["current"]
+        if any(key == current for _, key in listed):
+            return gr.Dropdown(choices=listed, value=current)
+        return gr.Dropdown(choices=[("New conversation (pick an earlier one here)", ""), *listed], value="")
+
+    def after_run(conv_key: str, store: Any, request: gr.Request):
+        key = conversation_key(conv_key, request)
+        conv = chat.conversations.find(key)
+        if saved.valid_key(key) and conv is not None and conv.history:
+            # A neutral title: the browser keeps no conversation content, only keys and times.
+            store = saved.remember(store, key, time.strftime("Conversation of %b %d, %H:%M"))
+        return gr.MultimodalTextbox(interactive=True), gr.Button(visible=False), store, listing(store)
+
+    def on_stop(conv_key: str, request: gr.Request) -> None:
+        chat.stop(conversation_key(conv_key, request))
+
+    def on_new(conv_key: str, store: Any, request: gr.Request):
+        key = saved.new_key()
+        browsers[_session(request)] = key
+        store = saved.open_key(store, key)
+        return key, *shown(key), store, listing(store), gr.Button(visible=False)
+
+    def on_pick(picked: str, conv_key: str, store: Any, request: gr.Request):
+        if not picked or picked == conv_key or picked not in dict(saved.choices(store)).values():
+            return conv_key, gr.skip(), gr.skip(), store, gr.skip(), gr.skip()
+        if chat.conversations.find(picked) is None:  # deleted on the server since
+            store = saved.forget(store, picked)
+            gr.Info("That conversation is no longer on the server (idle too long, or the app restarted).")
+            return conv_key, gr.skip(), gr.skip(), store, listing(store), gr.skip()
+        browsers[_session(request)] = picked
+        store = saved.remember(store, picked, "")
+        return picked, *shown(picked), store, listing(store), gr.Button(visible=False)
+
+    def on_clear(conv_key: str, request: gr.Request):
+        """The trash icon: this conversation and its files are deleted; a new one opens."""
+        old = conversation_key(conv_key, request)
+        chat.reset(old)
+        key = saved.new_key() if saved.valid_key(old) else old
+        if key != old:
+            browsers[_session(request)] = key
+        return key, chat.welcome(), None
+
+    def tidy(conv_key: str, store: Any):
+        """The browser's list without conversations the server no longer has, the open one current."""
+        store = saved.normal(store)
+        for _, key in saved.choices(store):
+            if chat.conversations.find(key) is None:
+                store = saved.forget(store, key)
+        store = saved.open_key(store, conv_key) if saved.valid_key(conv_key) else store
+        return store, listing(store)
 
     def on_unload(request: gr.Request) -> None:
-        chat.drop(_session(request))
+        key = browsers.pop(_session(request), None)
+        if key is None:  # an API client or a page without a store: its conversation ends with it
+            chat.drop(_session(request))
+        else:  # a reload within the grace comes back to it; else it ends with its files
+            chat.stop(key)
+            chat.conversations.leave(key)
 
-    def show_status(base_url, model, key, mode, top_k) -> str:
-        return chat.status(choice(base_url, model, key, mode, top_k))
+    def restore(store: Any, request: gr.Request):
+        """A page (re)load: this browser's open conversation and settings, if the server has them."""
+        store = saved.normal(store)
+        key = store["current"]
+        if not key or chat.conversations.find(key) is None:
+            store = saved.forget(store, key) if key else store
+            key = saved.new_key()
+            store = saved.open_key(store, key)
+        browsers[_session(request)] = key
+        s = store["settings"]
+        base = chat.settings
+        return (
+            key, *shown(key), store, listing(store),
+            s.get("base_url", base.llm_base_url or ""), s.get("model", base.llm_model or ""),
+            s.get("api_key", ""), s.get("mode") if s.get("mode") in INFERENCE_MODES else base.inference,
+            min(10, max(1, int(s.get("top_k") or base.top_k))),
+            bool(s.get("api_key")),
+        )  # fmt: skip
+
+    def show_status(base_url, model, key, mode, top_k):
+        c = choice(base_url, model, key, mode, top_k)
+        problems = field_problems(chat, c)
+        fields = [
+            gr.Markdown(value=problems.get(name, ""), visible=name in problems) for name in page.problems
+        ]
+        return status_for(chat, c, problems), *fields
+
+    def save_settings(store, base_url, model, key, mode, top_k, keep_key):
+        values = {"base_url": base_url or "", "model": model or "", "mode": mode or "", "top_k": top_k}
+        return saved.with_settings(store, values, keep_key=bool(keep_key), api_key=key or "")
 
     inputs = page.choice_inputs
-    run = page.box.submit(
+    status_outputs = [page.status, *page.problems.values()]
+    quiet = {"api_visibility": "private", "show_progress": "hidden"}
+    # Stop shows first, then the request runs (two listeners on one trigger would run in turn).
+    started = page.box.submit(lambda: gr.Button(visible=True), None, page.stop, queue=False, **quiet)
+    run = started.then(
         # Gradio asks for sign-in routes only when a handler takes a token: off a Space they need a login.
         respond_signed_in if chat.settings.uses_oauth else respond,
-        [page.box, *inputs],
+        [page.box, page.conv_key, *inputs],
         [page.chatbot, page.traces, page.box],
         api_name="chat",
         api_visibility="undocumented",  # callable by gradio_client, but not an MCP tool
         concurrency_limit=concurrency,
         show_progress="hidden",
     )
-    run.then(lambda: gr.MultimodalTextbox(interactive=True), None, page.box, api_name=False)
-    page.stop.click(on_stop, None, None, queue=False, api_name="stop", api_visibility="undocumented")
+    run.then(after_run, [page.conv_key, page.store], [page.box, page.stop, page.store, page.earlier], **quiet)
+    page.stop.click(
+        on_stop, [page.conv_key], None, queue=False, api_name="stop", api_visibility="undocumented"
+    )
+    switched = [page.conv_key, page.chatbot, page.traces, page.store, page.earlier, page.stop]
+    page.new.click(on_new, [page.conv_key, page.store], switched, cancels=[run], **quiet)
+    page.earlier.input(on_pick, [page.earlier, page.conv_key, page.store], switched, cancels=[run], **quiet)
     page.chatbot.clear(
         on_clear,
-        None,
-        [page.chatbot, page.traces],
+        [page.conv_key],
+        [page.conv_key, page.chatbot, page.traces],
         api_name="new_conversation",
         api_visibility="undocumented",
-    )
+    ).then(tidy, [page.conv_key, page.store], [page.store, page.earlier], **quiet)
     for field in (page.base_url, page.model, page.key):  # typed fields: on leaving them, not on every key
-        gr.on(
-            [field.blur, field.submit],
-            show_status,
-            inputs,
-            page.status,
-            api_name=False,
-            show_progress="hidden",
-        )
+        gr.on([field.blur, field.submit], show_status, inputs, status_outputs, **quiet)
     for field in (page.mode, page.top_k):
-        field.change(show_status, inputs, page.status, api_name=False, show_progress="hidden")
-    demo.load(show_status, inputs, page.status, api_name=False)
+        field.change(show_status, inputs, status_outputs, **quiet)
+    remembered = [page.store, *inputs, page.keep_key]
+    for field in (page.base_url, page.model, page.key, page.mode, page.top_k, page.keep_key):
+        field.change(save_settings, remembered, page.store, queue=False, **quiet)
+    demo.load(
+        restore,
+        [page.store],
+        [
+            page.conv_key,
+            page.chatbot,
+            page.traces,
+            page.store,
+            page.earlier,
+            *inputs,
+            page.keep_key,
+        ],  # fmt: skip
+        **quiet,
+    ).then(show_status, inputs, status_outputs, **quiet)
+    demo.unload(on_unload)
     # While the runtime warms up, the status line follows it; the timer stops once it is ready.
     warming = gr.Timer(2.0, active=chat.backends.warm_state not in ("", "ready"))
 
     def follow_warm_up(base_url, model, key, mode, top_k):
-        done = chat.backends.warm_state in ("", "ready") or "not available" in chat.backends.warm_state
-        return show_status(base_url, model, key, mode, top_k), gr.Timer(active=not done)
+        state = chat.backends.warm_state
+        done = state in ("", "ready") or "not available" in state
+        return *show_status(base_url, model, key, mode, top_k), gr.Timer(active=not done)
 
-    warming.tick(follow_warm_up, inputs, [page.status, warming], api_name=False, show_progress="hidden")
-    demo.unload(on_unload)
+    warming.tick(follow_warm_up, inputs, [*status_outputs, warming], **quiet)
 
 
 def launch_options(max_upload_bytes: int = 20_000_000, *, demo: Any = None) -> dict[str, Any]:

@@ -76,6 +76,7 @@ class Settings:
     # The app.
     app_max_upload_mb: float = 20.0  # per file
     app_concurrency: int = 8  # requests answered at once, across all sessions
+    app_leave_grace_seconds: float = 120.0  # a left page's conversation ends after this, unless reloaded
     space_id: str | None = None  # set on a Hugging Face Space
     server_name: str = "127.0.0.1"  # where the app listens (GRADIO_SERVER_NAME)
     public: bool | None = None  # None: public on a Space or when listening beyond loopback

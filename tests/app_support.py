@@ -39,6 +39,15 @@ def responder(stage: str, body: dict[str, Any]) -> Reply | str:
     """Answers each stage from the request itself, so concurrent conversations get their own replies."""
     last = body["messages"][-1]["content"]
     if stage == "plan":
+        if "That plan cannot run" in last:  # a correction: plan the request it corrects
+            asked = [m["content"] for m in body["messages"] if m["role"] == "user"]
+            request = next(m for m in reversed(asked) if "attached to this message" in m)
+            return Reply(json.dumps(plan_for(request)), delay=0.05)
+        if "[reject-once]" in last:  # a first plan naming a file that is not there
+            bad = {
+                "tasks": [{"task": "image-to-text", "id": 0, "dep": [-1], "args": {"image": "nothere.png"}}]
+            }
+            return Reply(json.dumps(bad), delay=0.05)
         return Reply(json.dumps(plan_for(last)), delay=0.05)
     if stage == "select":
         picks = {
@@ -50,12 +59,12 @@ def responder(stage: str, body: dict[str, Any]) -> Reply | str:
         request = re.search(r"Request: (.*)", last).group(1)
         files = re.findall(r"(outputs/\S+\.(?:png|wav))", last)
         tag = re.search(r"\[(conv-\w+)\]", request)
-        injected = " ".join(
-            re.findall(r"!\[[^\]]*\]\([^)]*\)", request)
-        )  # echoed, as a prompt-injected LLM would
+        # markdown images and anything after "ECHO:" come back, as from a prompt-injected LLM
+        injected = " ".join(re.findall(r"!\[[^\]]*\]\([^)]*\)", request))
+        echo = request.split("ECHO:", 1)[1] if "ECHO:" in request else ""
         return Reply(
             f"Answer for {tag.group(1) if tag else 'you'}: I captioned your image, drew the caption "
-            f"and read it aloud. Files: {', '.join(files)}. {injected}".rstrip(),
+            f"and read it aloud. Files: {', '.join(files)}. {injected}{echo}".rstrip(),
             chunk_delay=0.01,
         )
     return Reply("unexpected stage", status=500)

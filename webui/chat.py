@@ -26,7 +26,7 @@ from hugginggpt.pipeline import Pipeline
 
 from .backends import Backends
 from .conversations import Conversation, ConversationTable, TableFull
-from .render import RunView
+from .render import RunView, user_message
 from .session_settings import LLMChoice, merge_settings
 from .slots import RunSlots
 from .status import status_line
@@ -71,7 +71,11 @@ class ChatApp:
         # A cap per address matters where strangers come; on a private app everyone is one person.
         per_client = 20 if self.public_llm_only else max_conversations
         self.conversations = ConversationTable(
-            self.workdir, limit=max_conversations, per_client=per_client, welcome=self.welcome
+            self.workdir,
+            limit=max_conversations,
+            per_client=per_client,
+            leave_grace_seconds=settings.app_leave_grace_seconds,
+            welcome=self.welcome,
         )
         self.backends = Backends(settings, llm=llm, endpoint=endpoint, public=self.public_llm_only)
         self._refused_entries = sum(": warning: " not in p for p in self.catalog.problems)
@@ -156,12 +160,10 @@ class ChatApp:
             yield conv.display, conv.traces, False
             return
         conv.requests += 1
-        user = ([{"role": "user", "content": text}] if text else []) + [
-            {"role": "user", "content": {"path": f}} for f in files
-        ]
+        user = [user_message(text, files)]
         problems = [p for f in files if (p := check_upload(f, max_bytes=self.max_upload_bytes))]
         if problems:
-            bad = [{"role": "user", "content": text or "(files only)"}]
+            bad = [user_message(text or "(files only)", [])]
             conv.display += bad + [
                 _note(
                     "\n\n".join(problems)
@@ -236,6 +238,9 @@ class ChatApp:
             yield conv.display, conv.traces, False
         finally:
             cancel.set()  # the page went away or the request ended: nothing more runs for it
+            if view.done is None:  # the page left mid-run (a reload, say): keep what it showed, stopped
+                view.feed(Done(Outcome.CANCELLED))
+                self._finish(conv, text, view)
             conv.cancel = None
 
     def _finish(self, conv: Conversation, text: str, view: RunView) -> None:

@@ -37,6 +37,7 @@ class Conversation:
     served: set[Path] = field(default_factory=set)  # the copies the browser fetches (webui.files)
     copies: dict[Path, Path] = field(default_factory=dict)  # workspace file -> its served copy
     ended: bool = False
+    left_at: float | None = None  # when its page went away (a reload within the grace comes back)
 
     def remove(self) -> None:
         """Stop its run and delete its files: the workspace and every copy served to the page."""
@@ -66,6 +67,7 @@ class ConversationTable:
         limit: int = 500,
         per_client: int = 20,
         idle_seconds: float = 3600.0,
+        leave_grace_seconds: float = 120.0,
         welcome: Callable[[], list] = list,
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -73,6 +75,7 @@ class ConversationTable:
         self.limit = limit
         self.per_client = per_client
         self.idle_seconds = idle_seconds
+        self.leave_grace_seconds = leave_grace_seconds
         self.welcome = welcome
         self.clock = clock
         self._by_session: OrderedDict[str, Conversation] = OrderedDict()
@@ -89,6 +92,7 @@ class ConversationTable:
                 conv = Conversation(workspace, client=client, display=self.welcome())
                 self._by_session[session] = conv
             conv.last_used = self.clock()
+            conv.left_at = None  # its page is back
             self._by_session.move_to_end(session)
         for old in ended:
             old.remove()
@@ -109,6 +113,26 @@ class ConversationTable:
                 f"Too many conversations from your address ({self.per_client}); close some tabs "
                 "or wait for them to time out."
             )
+
+    def leave(self, session: str) -> None:
+        """Its page went away: unless a page comes back to it within the grace, it ends with its
+        files (a reload comes back; a closed tab does not)."""
+        conv = self.find(session)
+        if conv is None:
+            return
+        conv.left_at = left = self.clock()
+
+        def end_if_still_gone() -> None:
+            with self._lock:
+                gone = self._by_session.get(session) is conv and conv.left_at == left
+                if gone:
+                    self._by_session.pop(session)
+            if gone:
+                conv.remove()
+
+        timer = threading.Timer(self.leave_grace_seconds, end_if_still_gone)
+        timer.daemon = True
+        timer.start()
 
     def find(self, session: str) -> Conversation | None:
         with self._lock:

@@ -22,13 +22,14 @@ class Publisher:
 
     def messages(self, conv: Conversation, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`messages` with each file replaced by the conversation's own served copy."""
-        out = []
-        for m in messages:
-            content = m.get("content")
-            if isinstance(content, dict) and content.get("path"):
-                m = {**m, "content": {**content, "path": self.file(conv, content["path"])}}
-            out.append(m)
-        return out
+        return [{**m, "content": self._content(conv, m.get("content"))} for m in messages]
+
+    def _content(self, conv: Conversation, content: Any) -> Any:
+        if isinstance(content, list):  # a message of several parts (text and files)
+            return [self._content(conv, part) for part in content]
+        if isinstance(content, dict) and content.get("path"):
+            return {**content, "path": self.file(conv, content["path"])}
+        return content
 
     def file(self, conv: Conversation, path: str | Path) -> str:
         source = Path(path).resolve()

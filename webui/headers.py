@@ -1,4 +1,5 @@
-"""A Content-Security-Policy on every response: the page loads images and media only from the app.
+"""A Content-Security-Policy on every response: the page loads images and media only from the app,
+and its forms submit only to the app.
 
 The chat renders markdown written by the LLM and by models, both untrusted. An image there
 (markdown `![](url)` or an HTML <img>, which Gradio's sanitizer keeps) would make the user's browser
@@ -11,7 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-POLICY = "img-src 'self' data: blob:; media-src 'self' data: blob:"
+# form-action: no form on the page may send what is typed into it anywhere but the app (webui.safe_html
+# already drops forms from chat text; this holds if one slips through). base-uri: no injected <base>
+# can re-point the page's relative links. object-src: no plugins. Scripts and styles are left to
+# Gradio's own (it needs inline ones), and no frame-ancestors: a Space shows the app in an iframe.
+POLICY = (
+    "img-src 'self' data: blob:; media-src 'self' data: blob:; form-action 'self'; "
+    "base-uri 'self'; object-src 'none'"
+)
 
 
 class ContentSecurityPolicy:

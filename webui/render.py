@@ -1,8 +1,14 @@
 """Turn the pipeline's events into chat messages, as the plain dicts that gr.Chatbot accepts.
 
-No gradio import here: a message is {"role", "content", "metadata"}; content is markdown text or
-{"path": file} for media. Messages with a metadata title show as collapsible boxes ("thoughts"):
-status "pending" draws a spinner and keeps the box open, "done" closes it and shows the duration.
+No gradio import here: a message is {"role", "content", "metadata"}; content is markdown text,
+{"path": file, "alt_text": ...} for media, or a list of both. A message with a metadata title
+shows as a collapsible box; `parent_id` nests it in the box with that id; status "pending" draws a
+spinner and keeps the box open, "done" closes it.
+
+One request is one assistant turn: a "work" box that nests the plan (a diagram and a list), which
+nests one box per task; under the work box each image, clip or video with a caption naming the
+task that made it; then the answer. When the request ends the work box folds to one summary line.
+Everything the LLM, a model or a plan wrote passes through webui.safe_html first.
 """
 
 from __future__ import annotations
@@ -11,9 +17,10 @@ import json
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from hugginggpt.artifacts import MEDIA_KINDS, Artifact
+from hugginggpt.artifacts import MEDIA_KINDS, Artifact, ArtifactKind
 from hugginggpt.events import (
     AnswerDelta,
     Done,
@@ -32,6 +39,9 @@ from hugginggpt.events import (
 )
 from hugginggpt.plan import RESOURCE_REF, Plan
 
+from .plan_graph import plan_mermaid
+from .safe_html import clean, plain
+
 HUB = "https://huggingface.co/"
 # Why a task runs a model the LLM did not pick (the reason says more).
 _SOURCE_NOTES = {
@@ -39,30 +49,59 @@ _SOURCE_NOTES = {
     PickSource.SELECTION_FAILED: " (model selection failed; the top-ranked one runs)",
 }
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+# A task state: the mark and word in its title (a CSS class colours them) and in the plan's list.
+MARKS = {
+    "waiting": "○",
+    "running": "◔",
+    "done": "✓",
+    "failed": "✕",
+    "skipped": "↷",
+    "stopped": "■",
+    "not finished": "■",
+}
+# Tasks whose image output is drawn over their input image: what the caption says it shows.
+ANNOTATES = {
+    "object-detection": ("boxes drawn on", "no objects found"),
+    "image-segmentation": ("segments coloured on", "no segments found"),
+}
+MAX_TEXT = 1500
 
 
 def model_link(model: str) -> str:
     """Markdown link to the model's Hub page (plain code text for names that cannot be hub ids)."""
-    return f"[{model}]({HUB}{model})" if _HUB_ID.match(model) else f"`{model}`"
+    return f"[{model}]({HUB}{model})" if _HUB_ID.match(model) else f"`{plain(model)}`"
 
 
-def plan_markdown(plan: Plan) -> str:
-    """A readable numbered list of tasks, their arguments and what each waits for."""
+def state_badge(state: str) -> str:
+    return f'<span class="hg-state hg-{state.replace(" ", "-")}">{MARKS[state]} {state}</span>'
+
+
+def plan_markdown(plan: Plan, states: dict[int, str] | None = None) -> str:
+    """A readable numbered list of tasks, their arguments and what each waits for (the diagram's
+    text for screen readers)."""
     if not plan.tasks:
         return "No model is needed for this request: answering directly."
     lines = []
     for t in plan.tasks:
-        args = ", ".join(f"{name}: {_argument(value)}" for name, value in t.args.items()) or "no arguments"
+        args = ", ".join(f"{plain(n)}: {_argument(v)}" for n, v in t.args.items()) or "no arguments"
         after = [d for d in t.dep if d >= 0]
         waits = f" · after task {', '.join(map(str, after))}" if after else " · starts at once"
-        lines.append(f"{t.id}. **{t.task}** ({args}){waits}")
+        state = f" · {MARKS[states[t.id]]} {states[t.id]}" if states and t.id in states else ""
+        lines.append(f"{t.id}. **{plain(t.task)}** ({args}){waits}{state}")
     return "\n".join(lines)
 
 
-def _argument(value: str) -> str:
+def _argument(value: Any) -> str:
     text = RESOURCE_REF.sub(lambda m: f"output of task {m.group(1)}", str(value))
-    text = text if len(text) <= 80 else text[:77] + "..."
+    text = plain(text if len(text) <= 80 else text[:77] + "...")
     return f"`{text}`" if text == value and not text.startswith("output of") else f"*{text}*"
+
+
+def user_message(text: str, files: list[str]) -> dict[str, Any]:
+    """The person's request as one bubble: the text, then each attached file."""
+    parts: list[Any] = [clean(text)] if text else []
+    parts += [{"path": f, "alt_text": f"attached: {Path(f).name}"} for f in files]
+    return {"role": "user", "content": parts[0] if len(parts) == 1 else parts}
 
 
 class RunView:
@@ -74,143 +113,259 @@ class RunView:
     def __init__(self, prefix: str, *, clock: Callable[[], float] = time.monotonic):
         self.prefix = prefix
         self.clock = clock
+        self.started = clock()
         self.messages: list[dict[str, Any]] = []
         self.done: Done | None = None
-        self._boxes: dict[str, dict[str, Any]] = {}
-        self._started: dict[str, float] = {}
+        self.plan: Plan | None = None
+        self.rejections: list[tuple[int, list[str]]] = []
+        self.states: dict[int, str] = {}
+        self.models: dict[int, str] = {}
+        self.texts: dict[int, str] = {}  # each task's text output, to name what a later task used
+        self._tasks: dict[int, dict[str, Any]] = {}
+        self._task_started: dict[int, float] = {}
         self._answer: dict[str, Any] | None = None
+        self._answer_text = ""  # as the LLM wrote it; the message shows it cleaned
+        self.work = self._node("work", "Working · planning the tasks")
+        self.plan_box: dict[str, Any] | None = None
 
-    # ---- boxes (messages with a title) -------------------------------------------------------
+    # ---- boxes --------------------------------------------------------------------------------
 
-    def _box(self, key: str, title: str, content: str = "", *, status: str = "pending") -> dict[str, Any]:
-        box = self._boxes.get(key)
-        if box is None:
-            box = {
-                "role": "assistant",
-                "content": content,
-                "metadata": {"title": title, "id": f"{self.prefix}-{key}", "status": status},
-            }
-            self._boxes[key] = box
-            self._started[key] = self.clock()
-            self.messages.append(box)
-        return box
+    def _node(self, key: str, title: str, *, parent: str | None = None, content: Any = "") -> dict[str, Any]:
+        meta = {"title": title, "id": f"{self.prefix}-{key}", "status": "pending"}
+        if parent:
+            meta["parent_id"] = f"{self.prefix}-{parent}"
+        node = {"role": "assistant", "content": content, "metadata": meta}
+        self.messages.append(node)
+        return node
 
-    def _close(self, key: str, *, title: str | None = None, seconds: float | None = None) -> None:
-        box = self._boxes[key]
-        meta = box["metadata"]
+    @staticmethod
+    def _close(node: dict[str, Any], title: str | None = None, seconds: float | None = None) -> None:
+        meta = node["metadata"]
         meta["status"] = "done"
-        meta["duration"] = round(seconds if seconds is not None else self.clock() - self._started[key], 2)
+        meta.pop("log", None)  # a "retrying" note must not outlive the retry
+        if seconds is not None:
+            meta["duration"] = round(seconds, 2)
         if title:
             meta["title"] = title
 
-    def _task_box(self, task_id: int, task: str) -> dict[str, Any]:
-        return self._box(f"task{task_id}", f"Task {task_id} · {task} · waiting")
+    def _stage(self, words: str) -> None:
+        self.work["metadata"]["title"] = f"Working · {words}"
+
+    def _plan_box(self) -> dict[str, Any]:
+        if self.plan_box is None:
+            self.plan_box = self._node("plan", "Planning the tasks", parent="work")
+        return self.plan_box
+
+    def _refresh_plan(self) -> None:
+        """The diagram, the list and every rejected attempt, in the plan's box."""
+        parts = []
+        if self.plan is not None:
+            parts += [
+                plan_mermaid(self.plan, self.states, self.models),
+                plan_markdown(self.plan, self.states),
+            ]
+        if self.rejections:
+            parts.append(
+                "**Rejected plans** (each sent back to the LLM to fix):\n"
+                + "\n".join(f"- attempt {n}: " + clean("; ".join(p)) for n, p in self.rejections)
+            )
+        self._plan_box()["content"] = "\n\n".join(p for p in parts if p)
+
+    def _task_title(self, i: int, task: str) -> str:
+        model = self.models.get(i)
+        state = self.states.get(i, "waiting")
+        return " · ".join(
+            x for x in (f"Task {i}", plain(task), plain(model) if model else "", state_badge(state)) if x
+        )
+
+    def _set_state(self, i: int, task: str, state: str, *, seconds: float | None = None) -> dict[str, Any]:
+        self.states[i] = state
+        node = self._tasks.get(i)
+        if node is None:
+            node = self._tasks[i] = self._node(f"task{i}", "", parent="plan")
+        node["metadata"]["title"] = self._task_title(i, task)
+        if state in ("waiting", "running"):
+            node["metadata"]["status"] = "pending" if state == "running" else "done"
+        else:
+            self._close(node, seconds=seconds)
+        self._refresh_plan()
+        return node
 
     # ---- events -------------------------------------------------------------------------------
 
     def feed(self, event: Event) -> None:
         match event:
             case StageStarted(stage=Stage.PLAN):
-                self._box("plan", "Planning the tasks")
+                self._stage("planning the tasks")
+                self._plan_box()
             case StageStarted(stage=Stage.SELECT):
-                self._box("select", "Choosing models")
+                self._stage("choosing models")
+            case StageStarted(stage=Stage.EXECUTE):
+                self._stage("running the tasks")
             case StageStarted(stage=Stage.RESPOND):
+                self._stage("writing the answer")
+                if self.plan_box is not None and self.plan_box["metadata"]["status"] == "pending":
+                    self._close(self.plan_box)
                 self._answer = {"role": "assistant", "content": ""}
                 self.messages.append(self._answer)
             case PlanRejected(attempt=attempt, problems=problems):
-                box = self._box("plan", "Planning the tasks")
-                note = f"Attempt {attempt} was rejected, asked the LLM to fix: " + "; ".join(problems)
-                box["content"] = (box["content"] + "\n\n" + note).strip()
-                box["metadata"]["log"] = f"attempt {attempt + 1}"
+                self.rejections.append((attempt, list(problems)))
+                self._plan_box()["metadata"]["log"] = f"attempt {attempt} rejected"
+                self._refresh_plan()
             case PlanReady(plan=plan, attempts=attempts):
-                box = self._box("plan", "Plan")
-                box["content"] = plan_markdown(plan)
+                self.plan = plan
+                box = self._plan_box()
+                box["metadata"].pop("log", None)
                 n = len(plan.tasks)
                 title = f"Plan: {n} task{'s' if n != 1 else ''}" if n else "Plan: no model needed"
-                self._close("plan", title=title + (f" (after {attempts} attempts)" if attempts > 1 else ""))
+                box["metadata"]["title"] = title + (f" (after {attempts} attempts)" if attempts > 1 else "")
+                for t in plan.tasks:
+                    self._set_state(t.id, t.task, "waiting")
+                self._refresh_plan()
+                if not n:
+                    self._close(box)
             case ModelSelected(
-                task_id=i,
-                task=task,
-                model=model,
-                reason=reason,
-                candidates=candidates,
-                source=source,
+                task_id=i, task=task, model=model, reason=reason, candidates=cands, source=source
             ):
-                if "select" in self._boxes:
-                    select = self._boxes["select"]
-                    select["content"] = (
-                        select["content"] + f"\n- task {i} ({task}): {model_link(model)}"
-                    ).strip()
-                self._close_select()
-                box = self._task_box(i, task)
-                box["metadata"]["title"] = f"Task {i} · {task} · {model} · waiting"
-                others = [c for c in candidates if c != model]
-                box["content"] = (
-                    f"Model: {model_link(model)}\n\nWhy: {reason or 'no reason given'}"
+                self.models[i] = model
+                others = [c for c in cands if c != model]
+                node = self._set_state(i, task, "waiting")
+                node["content"] = (
+                    f"Model: {model_link(model)}\n\nWhy: {clean(reason) or 'no reason given'}"
                     + _SOURCE_NOTES.get(source, "")
                     + (f"\n\nOther candidates: {', '.join(model_link(c) for c in others)}" if others else "")
                 )
             case TaskStarted(task_id=i, task=task, model=model, attempt=attempt):
-                self._close_select()
-                box = self._task_box(i, task)
-                box["metadata"]["title"] = f"Task {i} · {task} · {model} · running"
+                self.models[i] = model
+                node = self._set_state(i, task, "running")
                 if attempt > 1:
-                    box["content"] += f"\n\nAttempt {attempt}: trying {model_link(model)}"
-                self._started[f"task{i}"] = self.clock()
+                    _add(node, f"Attempt {attempt}: trying {model_link(model)}")
+                self._task_started[i] = self.clock()
             case TaskFinished(task_id=i, task=task, model=model, outputs=outputs, seconds=seconds):
-                box = self._task_box(i, task)
+                self.models[i] = model
                 text = [_value_text(a) for a in outputs if a.path is None]
+                self.texts[i] = next((a.value for a in outputs if a.kind == ArtifactKind.TEXT), "")
+                node = self._set_state(i, task, "done", seconds=seconds)
                 if text:
-                    box["content"] += "\n\nResult:\n" + "\n".join(text)
-                self._close(f"task{i}", title=f"Task {i} · {task} · {model} · done", seconds=seconds)
+                    _add(node, "Result:\n" + "\n".join(text))
                 for a in outputs:
                     if a.path is not None and a.kind in MEDIA_KINDS:
-                        self.messages.append({"role": "assistant", "content": {"path": str(a.path)}})
+                        self.messages.append(self._media(i, task, model, a, outputs, seconds))
             case TaskFailed(task_id=i, task=task, model=model, error=error, final=final, seconds=seconds):
-                self._close_select()
-                box = self._task_box(i, task)
                 who = model_link(model) if model else "the task"
                 if not final:
-                    box["content"] += f"\n\n{who} failed: {error}; trying the next candidate."
-                    box["metadata"]["log"] = "retrying"
+                    node = self._set_state(i, task, "running")
+                    _add(node, f"{who} failed: {clean(error)}; trying the next candidate.")
+                    node["metadata"]["log"] = "retrying with another model"
                 else:
-                    box["content"] += f"\n\n**Failed:** {error}"
-                    self._close(f"task{i}", title=f"Task {i} · {task} · failed", seconds=seconds or None)
+                    node = self._set_state(i, task, "failed", seconds=seconds or None)
+                    _add(node, f"**Failed:** {clean(error)}")
             case TaskSkipped(task_id=i, task=task, reason=reason):
-                self._close_select()
-                box = self._task_box(i, task)
-                box["content"] += f"\n\n**Skipped:** {reason}"
-                self._close(f"task{i}", title=f"Task {i} · {task} · skipped")
+                node = self._set_state(i, task, "skipped")
+                _add(node, f"**Skipped:** {clean(reason)}")
             case AnswerDelta(text=text):
                 if self._answer is None:
                     self.feed(StageStarted(Stage.RESPOND))
-                self._answer["content"] += text
+                self._answer_text += text
+                self._answer["content"] = clean(self._answer_text)
             case Done() as done:
-                self.done = done
-                self._close_pending("stopped" if done.outcome is Outcome.CANCELLED else "not finished")
+                self._end(done)
 
-    def _close_select(self) -> None:
-        if "select" in self._boxes and self._boxes["select"]["metadata"]["status"] == "pending":
-            self._close("select", title="Models chosen")
+    def _media(self, i: int, task: str, model: str, a: Artifact, outputs: list[Artifact], seconds: float):
+        caption = f"*Task {i} · {plain(task)} · {plain(model)} · {seconds:.1f} s*"
+        source = self._arg(i, "image")
+        if task in ANNOTATES and source:
+            what, none = ANNOTATES[task]
+            found = self.texts.get(i) or next((none for x in outputs if x.kind == "data" and not x.value), "")
+            caption += f" — {what} {plain(source)}" + (f": {_short(clean(found), 160)}" if found else "")
+        prompt = self._arg(i, "text") or self._arg(i, "prompt")
+        if prompt and task not in ANNOTATES:  # said in the caption too: Gradio 6.31 drops alt_text
+            caption += f" — from “{plain(_short(prompt, 120))}”"
+        alt = f"Task {i} ({task})" + (f": {_short(prompt, 200)}" if prompt else "")
+        return {"role": "assistant", "content": [caption, {"path": str(a.path), "alt_text": plain(alt)}]}
 
-    def _close_pending(self, why: str) -> None:
-        """At the end no spinner may keep turning."""
-        for key, box in self._boxes.items():
-            meta = box["metadata"]
-            if meta["status"] == "pending":
-                title = meta["title"].removesuffix(" · waiting").removesuffix(" · running")
-                self._close(key, title=f"{title} · {why}")
+    def _arg(self, i: int, name: str) -> str:
+        """A task's argument as the task saw it: a reference to another task's text becomes that text."""
+        task = self.plan.by_id().get(i) if self.plan else None
+        value = str(task.args.get(name, "")) if task else ""
+
+        def resolve(m: re.Match[str]) -> str:
+            n = int(m.group(1))
+            return self.texts.get(n) or f"the output of task {n}"
+
+        return RESOURCE_REF.sub(resolve, value)
+
+    def _end(self, done: Done) -> None:
+        """No spinner may keep turning: unfinished tasks are stopped (or not finished), the work folds."""
+        self.done = done
+        by_record = {r.id: str(r.status) for r in done.records}
+        leftover = "stopped" if done.outcome is Outcome.CANCELLED else "not finished"
+        tasks = self.plan.by_id() if self.plan else {}
+        for i in list(self._tasks):
+            if self.states.get(i) in ("waiting", "running"):
+                new = by_record.get(i, leftover)
+                self._set_state(i, tasks[i].task, new if new != "pending" else leftover)
+        if self.plan_box is not None:
+            if self.plan is None and self.rejections:
+                n = len(self.rejections)
+                self.plan_box["metadata"]["title"] = (
+                    f"No valid plan: rejected {n} time{'s' if n != 1 else ''}"
+                )
+            self._close(self.plan_box)
+        self._close(self.work, title=self._summary(done))
+        if done.trace_file:  # last inside the work box; the answer and any note stay last in the turn
+            nested = [n for n, m in enumerate(self.messages) if (m.get("metadata") or {}).get("parent_id")]
+            self.messages.insert(
+                nested[-1] + 1 if nested else 1,
+                {
+                    "role": "assistant",
+                    "content": {"path": str(done.trace_file)},
+                    "metadata": {"title": "Trace of this request (JSON)", "parent_id": f"{self.prefix}-work"},
+                },
+            )
         if self._answer is not None and not self._answer["content"]:
             self.messages.remove(self._answer)
             self._answer = None
 
+    def _summary(self, done: Done) -> str:
+        seconds = f"{self.clock() - self.started:.1f} s"
+        n = len(self.plan.tasks) if self.plan else 0
+        counts: dict[str, int] = {}
+        for state in self.states.values():
+            counts[state] = counts.get(state, 0) + 1
+        if done.outcome is Outcome.CANCELLED:
+            return f"{state_badge('stopped')} after {seconds} · {counts.get('done', 0)} of {n} tasks done"
+        if self.plan is None:
+            return f"{state_badge('failed')} · {seconds}"
+        if not n:
+            return f"Answered without models · {seconds}"
+        models = len({m for i, m in self.models.items() if self.states.get(i) == "done"})
+        parts = [f"{n} task{'s' if n != 1 else ''}", f"{models} model{'s' if models != 1 else ''}", seconds]
+        parts += [
+            f"{state_badge(s)} {counts[s]}" for s in ("failed", "skipped", "not finished") if counts.get(s)
+        ]
+        return " · ".join(parts)
+
     def note(self, text: str) -> None:
         """A plain assistant message (errors, hints)."""
-        self.messages.append({"role": "assistant", "content": text})
+        self.messages.append({"role": "assistant", "content": clean(text)})
+
+
+def _add(node: dict[str, Any], text: str) -> None:
+    node["content"] = f"{node['content']}\n\n{text}" if node["content"] else text
+
+
+def _short(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _value_text(artifact: Artifact) -> str:
     if isinstance(artifact.value, str):
-        return artifact.value if len(artifact.value) <= 1500 else artifact.value[:1500] + "..."
+        return clean(_short_block(artifact.value))
     text = json.dumps(artifact.value, ensure_ascii=False, default=str)
-    return "```json\n" + (text if len(text) <= 1500 else text[:1500] + "...") + "\n```"
+    return "```json\n" + clean(_short_block(text)) + "\n```"
+
+
+def _short_block(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "..."

