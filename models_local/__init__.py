@@ -53,5 +53,7 @@ def can_run(task: str, model: str, *, library: str | None = None, size_bytes: in
     return default_runtime().can_run(task, model, library=library, size_bytes=size_bytes)
 
 
-def run(task: str, model: str, inputs: dict[str, str], out_dir: str | Path, *, stop=None) -> list[dict]:
-    return default_runtime().run(task, model, inputs, out_dir, stop=stop)
+def run(
+    task: str, model: str, inputs: dict[str, str], out_dir: str | Path, *, stop=None, seed: int | None = None
+) -> list[dict]:
+    return default_runtime().run(task, model, inputs, out_dir, stop=stop, seed=seed)

@@ -285,6 +285,20 @@ class _LoadGate:
 
 
 _LOAD_GATE = _LoadGate()
+_SEED_LOCK = threading.Lock()
+
+
+@contextmanager
+def _seeded(seed: int | None) -> Iterator[None]:
+    """torch's generators (CPU and every GPU) seeded for one call; seeded calls take turns."""
+    if seed is None:
+        yield
+        return
+    import torch
+
+    with _SEED_LOCK:
+        torch.manual_seed(seed)
+        yield
 
 
 def loading(dtype: Any = None) -> Any:
@@ -356,14 +370,26 @@ class Runtime:
 
     # -- running --
     def run(
-        self, task: str, model: str, inputs: Mapping[str, str], out_dir: str | Path, *, stop: Any = None
+        self,
+        task: str,
+        model: str,
+        inputs: Mapping[str, str],
+        out_dir: str | Path,
+        *,
+        stop: Any = None,
+        seed: int | None = None,
     ) -> list[dict]:
-        """`stop` (anything with is_set()) ends a long call between steps with Stopped."""
+        """`stop` (anything with is_set()) ends a long call between steps with Stopped.
+
+        `seed` makes a sampling model (diffusion, VITS, SpeechT5) repeat itself: torch's random
+        generators are seeded just before the call, once the model is loaded. The generators are
+        process-wide, so seeded calls run one at a time; an unseeded call running meanwhile would
+        still draw from them."""
         handler = self.handler(task)
         entry = self._get(task, model, handler)  # counted as a user of the entry
         try:
             outputs = Outputs(Path(out_dir).resolve(), stop=stop)
-            with entry.call_lock, _LOAD_GATE.calling(self.device.dtype):
+            with entry.call_lock, _LOAD_GATE.calling(self.device.dtype), _seeded(seed):
                 outputs.check_stop()  # stopped while waiting for the model: do not start
                 handler.call(entry.obj, dict(inputs), outputs)
         finally:
@@ -388,6 +414,19 @@ class Runtime:
         with self._lock:
             self._cache.clear()
         self._free()
+
+    def drop(self, model: str) -> bool:
+        """Unload `model` (for every task it was loaded for) unless a call is using it; True if
+        something was unloaded. A server that decides itself which models stay resident calls it."""
+        if Path(model).expanduser().is_dir():
+            model = str(Path(model).expanduser().resolve())
+        with self._lock:
+            keys = [k for k, e in self._cache.items() if k[1] == model and e.users == 0]
+            for key in keys:
+                del self._cache[key]
+        if keys:
+            self._free()
+        return bool(keys)
 
     def _take_cached(self, key: tuple) -> _Entry | None:
         """The cached entry for `key`, marked in use and most recently used (hold self._lock)."""
