@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -77,7 +78,7 @@ def ray_config(
     models_dir: Path,
     port: int,
     *,
-    light_replicas: int = 2,
+    replicas: dict[str, int] | None = None,
     seed: int | None = 0,
     diffusion_steps: int | None = None,
 ) -> dict[str, Any]:
@@ -87,12 +88,21 @@ def ray_config(
     config["http_options"]["port"] = port
     (app,) = config["applications"]
     app["args"].update(models_dir=str(models_dir), hub=False, seed=seed, diffusion_steps=diffusion_steps)
-    replicas = {"ingress": 1, "heavy": 1, "light": light_replicas}
+    replicas = {"ingress": 1, "heavy": 1, "light": 2, **(replicas or {})}
     for deployment in app["deployments"]:
         deployment.pop("autoscaling_config", None)
         deployment["num_replicas"] = replicas[deployment["name"]]
         deployment["ray_actor_options"] = {"num_cpus": 0.1 if deployment["name"] == "ingress" else 0.4}
     return config
+
+
+def ray_temp_dir() -> Path:
+    """Ray's session folder holds Unix sockets, whose paths may not pass 107 bytes: inside the
+    checkout when its path is short, else a folder of its own under /tmp."""
+    inside = ROOT / ".tmp" / "ray"
+    if len(str(inside)) <= 32:
+        return inside
+    return Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
 
 
 class RayCluster:
@@ -127,7 +137,7 @@ class RayCluster:
                 f"--ray-client-server-port={free_port()}",
                 f"--dashboard-agent-listen-port={free_port()}",
                 f"--object-store-memory={256 * 2**20}",
-                f"--temp-dir={workdir / 'ray'}",
+                f"--temp-dir={ray_temp_dir()}",
             ],
             cwd=ROOT,
             env=self.env,
