@@ -125,7 +125,7 @@ def main() -> None:
     import transformers  # noqa: F401
 
     from models_local import Runtime
-    from models_local.runtime import folder_size
+    from models_local.sizing import folder_size
 
     imports = time.perf_counter() - started
     cases = [c for make in CASES for c in make()]

@@ -3,17 +3,35 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 
+class ArtifactKind(StrEnum):
+    """What a task produced. A str, so that it compares and serialises as its name."""
+
+    TEXT = "text"
+    IMAGE = "image"
+    AUDIO = "audio"
+    VIDEO = "video"
+    DATA = "data"
+
+
+MEDIA_KINDS = frozenset({ArtifactKind.IMAGE, ArtifactKind.AUDIO, ArtifactKind.VIDEO})
+
+
 @dataclass(frozen=True)
 class Artifact:
-    kind: str  # text | image | audio | video | data
+    kind: ArtifactKind
     path: Path | None = None  # set for media kinds: a file inside the conversation's workspace
     value: Any = None  # set for text (a str) and data (JSON-serialisable)
 
     def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "kind", ArtifactKind(self.kind))
+        except ValueError:
+            raise ValueError(f"unknown artifact kind {self.kind!r}") from None
         if (self.path is None) == (self.value is None):
             raise ValueError(f"an artifact has either a path or a value, got {self!r}")
 
@@ -26,8 +44,8 @@ class Artifact:
     def to_json(self, root: Path | None = None) -> dict[str, Any]:
         if self.path is not None:
             path = self.path.relative_to(root) if root and self.path.is_relative_to(root) else self.path
-            return {"kind": self.kind, "path": str(path)}
-        return {"kind": self.kind, "value": self.value}
+            return {"kind": str(self.kind), "path": str(path)}
+        return {"kind": str(self.kind), "value": self.value}
 
     def describe(self, root: Path | None = None) -> str:
         """One line for the LLM and for logs."""

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from .artifacts import Artifact
 from .config import INFERENCE_MODES, Settings, load_settings
 from .events import (
     AnswerDelta,
@@ -125,37 +126,42 @@ def main(argv: list[str] | None = None, *, stdout: TextIO = sys.stdout, stderr: 
             done = event
     assert done is not None
     if args.json:
-        json.dump(result_json(done, workspace.root), stdout, ensure_ascii=False)
+        json.dump(result_json(done), stdout, ensure_ascii=False)
         stdout.write("\n")
     elif done.answer:
         stdout.write("\n")
     if done.error:
         print(f"error: {done.error}", file=stderr)
-    return 1 if done.error else 0
+    return 0 if done.ok else 1
 
 
-def result_json(done: Done, root: Path) -> dict[str, Any]:
-    trace = done.trace
+def result_json(done: Done) -> dict[str, Any]:
+    """The --json contract: {answer, error, llm_calls, tasks, trace_file}, plus outcome and error_kind."""
     return {
         "answer": done.answer,
         "error": done.error,
-        "llm_calls": len(trace.get("llm_calls", [])),
+        "outcome": str(done.outcome),
+        "error_kind": done.error_kind and str(done.error_kind),
+        "llm_calls": done.llm_calls,
         "tasks": [
             {
-                "id": t["id"],
-                "task": t["task"],
-                "model": t["model"],
-                "status": t["status"],
-                "error": t["error"],
-                "outputs": [
-                    {"kind": o["kind"], "path": str(root / o["path"])} if "path" in o else o
-                    for o in t["outputs"]
-                ],
+                "id": r.id,
+                "task": r.task,
+                "model": r.model,
+                "status": str(r.status),
+                "error": r.error,
+                "outputs": [_output_json(a) for a in r.outputs],
             }
-            for t in trace.get("tasks", [])
+            for r in done.records
         ],
-        "trace_file": trace.get("trace_file"),
+        "trace_file": str(done.trace_file) if done.trace_file else None,
     }
+
+
+def _output_json(artifact: Artifact) -> dict[str, Any]:
+    if artifact.path is not None:
+        return {"kind": str(artifact.kind), "path": str(Path(artifact.path).resolve())}
+    return {"kind": str(artifact.kind), "value": artifact.value}
 
 
 def describe(event: Event, root: Path) -> str | None:
@@ -184,9 +190,8 @@ def describe(event: Event, root: Path) -> str | None:
             )
         case TaskSkipped(task_id=i, reason=reason):
             return f"[task {i}] skipped: {reason}"
-        case Done(error=error, trace=trace):
-            calls = len(trace.get("llm_calls", []))
-            return f"[done] {calls} LLM call(s), {trace.get('timings', {}).get('total', 0):.2f} s" + (
-                " (failed)" if error else ""
-            )
+        case Done(outcome=outcome, trace=trace) as done:
+            seconds = trace.get("timings", {}).get("total", 0)
+            ending = "" if done.ok else f" ({outcome})"
+            return f"[done] {done.llm_calls} LLM call(s), {seconds:.2f} s{ending}"
     return None

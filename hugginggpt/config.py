@@ -1,8 +1,10 @@
 """Settings, read in one place: defaults < YAML file < environment variables < explicit overrides.
 
 The YAML file is HUGGINGGPT_CONFIG (or --config); keys are the field names below. Environment
-variables are HUGGINGGPT_<FIELD> (e.g. HUGGINGGPT_LLM_BASE_URL), plus the usual OPENAI_API_KEY,
-OPENAI_BASE_URL and HF_TOKEN.
+variables are HUGGINGGPT_<FIELD> (e.g. HUGGINGGPT_LLM_BASE_URL, HUGGINGGPT_CATALOG for
+catalog_paths), plus the usual OPENAI_API_KEY, OPENAI_BASE_URL, HF_TOKEN, and the deployment's
+SPACE_ID and GRADIO_SERVER_NAME. The local runtime (models_local) reads its own few variables,
+listed in the README.
 """
 
 from __future__ import annotations
@@ -14,7 +16,18 @@ from typing import Any
 
 import yaml
 
-INFERENCE_MODES = ("local", "hosted", "hybrid")
+from .modes import INFERENCE_MODES
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "")
+# Settings whose environment variable is not HUGGINGGPT_<FIELD>: the ecosystem's usual names.
+ENV_ALIASES = {
+    "llm_base_url": "OPENAI_BASE_URL",
+    "llm_api_key": "OPENAI_API_KEY",
+    "hf_token": "HF_TOKEN",
+    "space_id": "SPACE_ID",
+    "server_name": "GRADIO_SERVER_NAME",
+}
+ENV_NAMES = {"catalog_paths": "HUGGINGGPT_CATALOG"}  # HUGGINGGPT_<FIELD> would read oddly
 
 
 @dataclass(frozen=True)
@@ -45,6 +58,24 @@ class Settings:
     allow_urls: bool = False
     url_max_bytes: int = 20 * 1024 * 1024
     workdir: str = "workspaces"
+    # Budgets: work and memory per request stay bounded whatever a visitor, the LLM or a model sends.
+    max_request_chars: int = 20_000
+    llm_call_seconds: float = 120.0  # a whole LLM call, also from a server that trickles tokens
+    llm_max_reply_chars: int = 200_000  # a longer planning or selection reply is cut
+    max_plan_chars: int = 100_000
+    max_plan_tasks: int = 30
+    max_text_arg_chars: int = 10_000  # a task's text argument, references filled in
+    max_output_chars: int = 100_000  # a model's text or data output
+    answer_max_tokens: int = 2048  # asked of the server for the answer
+    max_answer_chars: int = 50_000  # streamed to the page at most
+    request_seconds: float = 900.0  # the whole request
+    max_trace_field_chars: int = 20_000  # one prompt, reply or value in the trace file
+    # The app.
+    app_max_upload_mb: float = 20.0  # per file
+    app_concurrency: int = 8  # requests answered at once, across all sessions
+    space_id: str | None = None  # set on a Hugging Face Space
+    server_name: str = "127.0.0.1"  # where the app listens (GRADIO_SERVER_NAME)
+    public: bool | None = None  # None: public on a Space or when listening beyond loopback
 
     def __post_init__(self) -> None:
         if self.inference not in INFERENCE_MODES:
@@ -55,10 +86,29 @@ class Settings:
             raise ValueError("max_plan_retries, history_tokens and llm_max_retries must not be negative")
         if self.task_timeout <= 0 or self.llm_timeout <= 0:
             raise ValueError("task_timeout and llm_timeout must be more than 0 seconds")
+        budgets = (self.max_request_chars, self.llm_max_reply_chars, self.max_plan_chars, self.max_plan_tasks)
+        budgets += (self.max_text_arg_chars, self.max_output_chars, self.answer_max_tokens)
+        budgets += (self.max_answer_chars, self.max_trace_field_chars)
+        if min(budgets) < 1 or self.llm_call_seconds <= 0 or self.request_seconds <= 0:
+            raise ValueError("every budget (max_*, *_seconds, answer_max_tokens) must be more than 0")
+        if self.app_max_upload_mb <= 0 or self.app_concurrency < 1:
+            raise ValueError("app_max_upload_mb must be more than 0 and app_concurrency at least 1")
 
     @property
     def uses_server(self) -> bool:
         return bool(self.llm_base_url or self.llm_api_key)
+
+    @property
+    def is_public(self) -> bool:
+        """Whether strangers can reach the app: a Space, or a listener beyond loopback, unless the
+        operator said otherwise with `public`."""
+        if self.public is not None:
+            return self.public
+        return bool(self.space_id) or self.server_name.strip("[]") not in LOOPBACK_NAMES
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return int(self.app_max_upload_mb * 1_000_000)
 
     def with_overrides(self, **values: Any) -> Settings:
         """A copy with the given values, ignoring the ones that are None."""
@@ -77,13 +127,10 @@ def load_settings(config_file: str | Path | None = None, environ: dict[str, str]
         if not isinstance(loaded, dict):
             raise ValueError(f"{path}: the config file must be a mapping of setting names to values")
         values.update(loaded)
-    values.setdefault("llm_base_url", env.get("OPENAI_BASE_URL"))
-    values.setdefault("llm_api_key", env.get("OPENAI_API_KEY"))
-    values.setdefault("hf_token", env.get("HF_TOKEN"))
+    for name, variable in ENV_ALIASES.items():
+        values.setdefault(name, env.get(variable) or None)
     for f in fields(Settings):
-        if f.name == "catalog_paths":
-            continue  # HUGGINGGPT_CATALOG is read by the catalog itself
-        raw = env.get(f"HUGGINGGPT_{f.name.upper()}")
+        raw = env.get(ENV_NAMES.get(f.name, f"HUGGINGGPT_{f.name.upper()}"))
         if raw is not None:
             values[f.name] = raw
     unknown = set(values) - {f.name for f in fields(Settings)}
@@ -98,11 +145,14 @@ def load_settings(config_file: str | Path | None = None, environ: dict[str, str]
 def _coerce(name: str, value: Any) -> Any:
     default = next(f.default for f in fields(Settings) if f.name == name)
     if name == "catalog_paths":
-        return tuple(value.split(os.pathsep)) if isinstance(value, str) else tuple(value)
-    if isinstance(default, bool):
+        paths = value.split(os.pathsep) if isinstance(value, str) else value
+        return tuple(str(p) for p in paths if str(p).strip())
+    if isinstance(default, bool) or name == "public":
         return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
     if isinstance(default, int) or name == "shots":
         return int(value)
     if isinstance(default, float):
         return float(value)
+    if name in ENV_ALIASES and isinstance(value, str) and not value.strip():
+        return None
     return value

@@ -1,21 +1,61 @@
-"""Typed events that the pipeline yields while it works.
+"""Typed events that the pipeline yields while it works, ending with Done.
 
-The pipeline never knows who listens: the Gradio app, the CLI and tests turn the same events into
-chat messages, terminal lines or JSON.
+The pipeline never knows who listens: the Gradio app, the CLI, the APIs and tests turn the same
+events into chat messages, terminal lines or JSON. Every value with a fixed set of meanings is an
+enum (a str subclass, so it serialises as its name).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from .artifacts import Artifact
 from .plan import Plan
+from .records import TaskRecord
+
+
+class Stage(StrEnum):
+    PLAN = "plan"
+    SELECT = "select"
+    EXECUTE = "execute"
+    RESPOND = "respond"
+
+
+class PickSource(StrEnum):
+    """How a task's model was chosen."""
+
+    LLM = "llm"  # the LLM picked it among the candidates
+    ONLY_CANDIDATE = "only_candidate"  # there was no choice to make
+    NOT_A_CANDIDATE = "not_a_candidate"  # the LLM named no candidate: the top-ranked one is used
+    SELECTION_FAILED = "selection_failed"  # the selection call failed: the top-ranked one is used
+    NO_CANDIDATE = "no_candidate"  # no model in the catalog can run the task here
+
+    @property
+    def replaced(self) -> bool:
+        """The LLM was asked but its pick is not what runs."""
+        return self in (PickSource.NOT_A_CANDIDATE, PickSource.SELECTION_FAILED)
+
+
+class Outcome(StrEnum):
+    ANSWERED = "answered"
+    FAILED = "failed"
+    CANCELLED = "cancelled"  # stopped by the user or by the page going away
+
+
+class ErrorKind(StrEnum):
+    LLM = "llm"  # the controller LLM failed: unreachable, refused the key, rate limited, ...
+    PLAN = "plan"  # no valid plan after the corrections
+    INPUT = "input"  # the request or its files were refused
+    LIMIT = "limit"  # the request ran past one of its budgets (time)
+    INTERNAL = "internal"  # a bug: the server log has the details
 
 
 @dataclass(frozen=True)
 class StageStarted:
-    stage: str  # plan | select | execute | respond
+    stage: Stage
 
 
 @dataclass(frozen=True)
@@ -39,7 +79,7 @@ class ModelSelected:
     model: str
     reason: str
     candidates: list[str]
-    substituted: bool = False  # the LLM named a model that was not a candidate
+    source: PickSource = PickSource.LLM
 
 
 @dataclass(frozen=True)
@@ -85,9 +125,28 @@ class AnswerDelta:
 
 @dataclass(frozen=True)
 class Done:
-    answer: str
-    error: str | None
+    """The end of a run. `error` (in the user's words) and `error_kind` are set when it failed."""
+
+    outcome: Outcome
+    answer: str = ""
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    records: tuple[TaskRecord, ...] = ()
     trace: dict[str, Any] = field(default_factory=dict)
+    trace_file: Path | None = None
+    incomplete: str | None = None  # why the answer stops short (the LLM's stream broke off, a limit)
+
+    def __post_init__(self) -> None:
+        if (self.outcome is Outcome.FAILED) != (self.error is not None and self.error_kind is not None):
+            raise ValueError("a failed run has an error and its kind; no other run has either")
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is Outcome.ANSWERED
+
+    @property
+    def llm_calls(self) -> int:
+        return len(self.trace.get("llm_calls", []))
 
 
 Event = (

@@ -10,83 +10,56 @@ import json
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import tasks as task_types
-from .artifacts import Artifact
+from .artifacts import Artifact, ArtifactKind
 from .endpoints import Endpoint, EndpointError
 from .events import Event, TaskFailed, TaskFinished, TaskSkipped, TaskStarted
 from .plan import RESOURCE_REF, Plan, Task
-from .select import Choice
+from .records import TaskRecord, TaskStatus
+from .selection import Choice
 from .workspace import FileRefused, Workspace
 
 
-@dataclass
-class TaskRecord:
-    """What happened to one task, for the answer, the trace and the CLI's JSON."""
-
-    id: int
-    task: str
-    args: dict[str, str]
-    model: str | None = None
-    status: str = "pending"  # pending | done | failed | skipped
-    error: str | None = None
-    outputs: list[Artifact] = field(default_factory=list)
-    seconds: float = 0.0
-    attempts: list[dict[str, Any]] = field(default_factory=list)
-
-    def output(self, kind: str) -> Artifact | None:
-        return next((a for a in self.outputs if a.kind == kind), None)
-
-    def to_json(self, root: Path | None = None) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "task": self.task,
-            "args": self.args,
-            "model": self.model,
-            "status": self.status,
-            "error": self.error,
-            "seconds": round(self.seconds, 3),
-            "attempts": self.attempts,
-            "outputs": [a.to_json(root) for a in self.outputs],
-        }
-
-
-@dataclass
+@dataclass(frozen=True)
 class ExecutionSettings:
     max_workers: int = 4
     task_timeout: float = 300.0
     task_attempts: int = 2
     fetch_url: Callable[[str, Path], Path] | None = None  # None: URLs are refused
+    max_text_arg_chars: int = 10_000
+    max_output_chars: int = 100_000
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every task of one run shares: where models run, where files live, and the stop signal."""
+
+    endpoint: Endpoint
+    workspace: Workspace
+    run_dir: Path
+    settings: ExecutionSettings = field(default_factory=ExecutionSettings)
+    cancelled: threading.Event = field(default_factory=threading.Event)
 
 
 class _Finished:
-    """Internal message from a worker: its task is over (records hold the result)."""
+    """Internal message from a worker: its task is over (its record holds the result)."""
 
     def __init__(self, task_id: int):
         self.task_id = task_id
 
 
-def execute_plan(
-    plan: Plan,
-    choices: dict[int, Choice],
-    endpoint: Endpoint,
-    workspace: Workspace,
-    run_dir: Path,
-    records: dict[int, TaskRecord],
-    settings: ExecutionSettings | None = None,
-    cancelled: threading.Event | None = None,
-) -> Iterator[Event]:
-    """Run every task; yield events; fill `records` (one per task) as tasks end."""
-    settings = settings or ExecutionSettings()
-    cancelled = cancelled or threading.Event()
+def execute_steps(
+    plan: Plan, choices: dict[int, Choice], ctx: RunContext
+) -> Generator[Event, None, list[TaskRecord]]:
+    """Run every task; yields events as tasks start and end; returns one record per task, in plan order."""
     by_id = plan.by_id()
-    for t in plan.tasks:
-        records[t.id] = TaskRecord(t.id, t.task, dict(t.args))
+    records = {t.id: TaskRecord(t.id, t.task, dict(t.args)) for t in plan.tasks}
     waiting_on = {t.id: set(t.dep) for t in plan.tasks}
     dependants: dict[int, list[int]] = {t.id: [] for t in plan.tasks}
     for t in plan.tasks:
@@ -95,31 +68,12 @@ def execute_plan(
 
     inbox: queue.Queue[Event | _Finished] = queue.Queue()
     running = 0
-    pool = ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="task")
+    pool = ThreadPoolExecutor(max_workers=ctx.settings.max_workers, thread_name_prefix="task")
 
     def start(task_id: int) -> None:
         nonlocal running
         running += 1
-        pool.submit(
-            _run_task,
-            by_id[task_id],
-            choices[task_id],
-            endpoint,
-            workspace,
-            run_dir,
-            records,
-            settings,
-            inbox,
-            cancelled,
-        )
-
-    def skip_dependants(task_id: int, reason: str) -> Iterator[Event]:
-        for child in dependants[task_id]:
-            record = records[child]
-            if record.status == "pending":
-                record.status, record.error = "skipped", reason
-                yield TaskSkipped(child, record.task, reason)
-                yield from skip_dependants(child, f"it needs task {child}, which was skipped")
+        pool.submit(_run_task, by_id[task_id], choices[task_id], records, ctx, inbox)
 
     finished = False
     try:
@@ -133,76 +87,89 @@ def execute_plan(
                 continue
             running -= 1
             done = records[message.task_id]
-            if done.status != "done":
-                yield from skip_dependants(done.id, f"it needs task {done.id} ({done.task}), which failed")
-                continue
-            for child in dependants[done.id]:
-                waiting_on[child].discard(done.id)
-                if not waiting_on[child] and records[child].status == "pending":
-                    start(child)
+            if done.status is TaskStatus.FAILED:
+                yield from _skip_dependants(done, records, dependants)
+            elif done.status is TaskStatus.DONE:
+                for child in dependants[done.id]:
+                    waiting_on[child].discard(done.id)
+                    if not waiting_on[child] and records[child].status is TaskStatus.PENDING:
+                        start(child)
         finished = True
     finally:
         if not finished:
-            cancelled.set()  # a consumer that stops listening cancels what has not started
+            ctx.cancelled.set()  # a consumer that stops listening cancels what has not started
         pool.shutdown(wait=False, cancel_futures=True)
+    for record in records.values():
+        if record.status is TaskStatus.PENDING:  # stopped before it could start
+            record.status = TaskStatus.STOPPED
+    return [records[t.id] for t in plan.tasks]
+
+
+def _skip_dependants(
+    failed: TaskRecord, records: dict[int, TaskRecord], dependants: dict[int, list[int]]
+) -> Generator[Event, None, None]:
+    """Skip everything downstream of a failed task, breadth first (a long chain must not recurse)."""
+    frontier = [(failed.id, f"it needs task {failed.id} ({failed.task}), which failed")]
+    while frontier:
+        parent, reason = frontier.pop(0)
+        for child in dependants[parent]:
+            record = records[child]
+            if record.status is TaskStatus.PENDING:
+                record.status, record.error = TaskStatus.SKIPPED, reason
+                yield TaskSkipped(child, record.task, reason)
+                frontier.append((child, f"it needs task {child}, which was skipped"))
 
 
 def _run_task(
     task: Task,
     choice: Choice,
-    endpoint: Endpoint,
-    workspace: Workspace,
-    run_dir: Path,
     records: dict[int, TaskRecord],
-    settings: ExecutionSettings,
+    ctx: RunContext,
     inbox: queue.Queue,
-    cancelled: threading.Event,
 ) -> None:
     record = records[task.id]
     started = time.perf_counter()
 
     def fail(error: str, model: str = "") -> None:
-        record.status, record.error = "failed", error
+        record.status, record.error = TaskStatus.FAILED, error
         inbox.put(TaskFailed(task.id, task.task, model, error, final=True))
 
-    def cancel() -> None:  # stopped on purpose: not a model's failure, so no event and no fallback
-        record.status, record.error = "failed", "cancelled"
+    def stop() -> None:  # stopped on purpose: not a model's failure, so no event and no fallback
+        record.status, record.error = TaskStatus.STOPPED, "stopped before it finished"
 
     try:
-        if cancelled.is_set():
-            return cancel()
+        if ctx.cancelled.is_set():
+            return stop()
         try:
-            inputs = resolve_inputs(task, records, workspace, run_dir, settings.fetch_url)
+            inputs = resolve_inputs(task, records, ctx.workspace, ctx.run_dir, ctx.settings)
         except (FileRefused, ValueError) as e:
             return fail(str(e))
-        models = choice.fallbacks()[: settings.task_attempts]
+        models = choice.fallbacks()[: ctx.settings.task_attempts]
         if not models:
             return fail(choice.reason)
-        out_dir = run_dir / f"task-{task.id}"
+        out_dir = ctx.run_dir / f"task-{task.id}"
         for attempt, model in enumerate(models, start=1):
-            if cancelled.is_set():
-                return cancel()
+            if ctx.cancelled.is_set():
+                return stop()
             record.model = model.id
             inbox.put(TaskStarted(task.id, task.task, model.id, attempt))
             t0 = time.perf_counter()
             try:
-                outputs = _call_with_timeout(
-                    endpoint, task.task, model, inputs, out_dir, settings.task_timeout, cancelled
-                )
-                _check_outputs(task.task, outputs, workspace)
+                outputs = _call_with_timeout(ctx, task.task, model, inputs, out_dir)
+                outputs = _check_outputs(task.task, outputs, ctx.workspace, ctx.settings.max_output_chars)
             except EndpointError as e:
-                if cancelled.is_set():
-                    return cancel()
+                if ctx.cancelled.is_set():
+                    return stop()
                 error, seconds = str(e), time.perf_counter() - t0
                 final = attempt == len(models)
                 record.attempts.append({"model": model.id, "error": error, "seconds": round(seconds, 3)})
                 inbox.put(TaskFailed(task.id, task.task, model.id, error, final=final, seconds=seconds))
                 if final:
-                    record.status, record.error = "failed", error
+                    record.status, record.error = TaskStatus.FAILED, error
                 continue
             seconds = time.perf_counter() - t0
             record.attempts.append({"model": model.id, "error": None, "seconds": round(seconds, 3)})
-            record.status, record.outputs = "done", outputs
+            record.status, record.outputs = TaskStatus.DONE, outputs
             inbox.put(TaskFinished(task.id, task.task, model.id, outputs, seconds))
             return
     except Exception as e:  # a bug must not leave the scheduler waiting forever
@@ -223,13 +190,7 @@ class _AnyOf:
 
 
 def _call_with_timeout(
-    endpoint: Endpoint,
-    task: str,
-    model: Any,
-    inputs: dict[str, Any],
-    out_dir: Path,
-    timeout: float,
-    cancelled: threading.Event,
+    ctx: RunContext, task: str, model: Any, inputs: dict[str, Any], out_dir: Path
 ) -> list[Artifact]:
     """Run the endpoint in its own thread so that a hung model costs at most `timeout` seconds.
 
@@ -238,10 +199,12 @@ def _call_with_timeout(
     """
     result: dict[str, Any] = {}
     timed_out = threading.Event()
+    timeout = ctx.settings.task_timeout
 
     def call() -> None:
         try:
-            result["outputs"] = endpoint.run(task, model, inputs, out_dir, stop=_AnyOf(cancelled, timed_out))
+            stop = _AnyOf(ctx.cancelled, timed_out)
+            result["outputs"] = ctx.endpoint.run(task, model, inputs, out_dir, stop=stop)
         except EndpointError as e:
             result["error"] = e
         except Exception as e:  # any other failure of a model is that model's failure
@@ -258,7 +221,11 @@ def _call_with_timeout(
     return result["outputs"]
 
 
-def _check_outputs(task: str, outputs: list[Artifact], workspace: Workspace) -> None:
+def _check_outputs(
+    task: str, outputs: list[Artifact], workspace: Workspace, max_chars: int
+) -> list[Artifact]:
+    """The outputs, checked: every kind the task promises, files inside the workspace (a link
+    leading out is refused, as a path naming another place is), text and data cut to `max_chars`."""
     spec = task_types.get(task)
     missing = [k for k in (spec.outputs if spec else ()) if not any(a.kind == k for a in outputs)]
     if missing:
@@ -266,6 +233,23 @@ def _check_outputs(task: str, outputs: list[Artifact], workspace: Workspace) -> 
     for a in outputs:
         if a.path is not None and not (workspace.contains(a.path) and Path(a.path).is_file()):
             raise EndpointError(f"the model's output file {a.path} is missing or outside the workspace")
+    return [_bounded(a, max_chars) for a in outputs]
+
+
+def _bounded(artifact: Artifact, max_chars: int) -> Artifact:
+    if artifact.path is not None:
+        return artifact
+    if isinstance(artifact.value, str):
+        text = artifact.value
+    else:
+        try:
+            text = json.dumps(artifact.value, default=str)
+        except (TypeError, ValueError, RecursionError):
+            text = ""
+    if len(text) <= max_chars:
+        return artifact
+    cut = f"{text[:max_chars]}[... {len(text) - max_chars:,} characters of the model's output cut]"
+    return Artifact(ArtifactKind.TEXT if isinstance(artifact.value, str) else artifact.kind, value=cut)
 
 
 def resolve_inputs(
@@ -273,9 +257,13 @@ def resolve_inputs(
     records: dict[int, TaskRecord],
     workspace: Workspace,
     run_dir: Path,
-    fetch_url: Callable[[str, Path], Path] | None,
+    settings: ExecutionSettings,
 ) -> dict[str, Any]:
-    """Argument values made concrete: text with references filled in, media as workspace paths."""
+    """Argument values made concrete: text with references filled in, media as workspace paths.
+
+    ValueError for a text longer than the budget, FileRefused for a file that is not this
+    conversation's."""
+    fetch_url = settings.fetch_url
     spec = task_types.get(task.task)
     inputs: dict[str, Any] = {}
     references = task.references()
@@ -283,10 +271,16 @@ def resolve_inputs(
         arg = spec.arg(name) if spec else None
         kind = arg.kind if arg else "text"
         refs = references.get(name, [])
-        if kind == "text":
+        if kind == ArtifactKind.TEXT:
             # One pass: "<resource>-1" must not eat the start of "<resource>-10", nor a filled-in
             # output that happens to contain a reference be filled in again.
-            inputs[name] = RESOURCE_REF.sub(lambda m: _as_text(records[int(m.group(1))]), value)
+            text = RESOURCE_REF.sub(lambda m: _as_text(records[int(m.group(1))]), value)
+            if len(text) > settings.max_text_arg_chars:
+                raise ValueError(
+                    f"argument '{name}' is {len(text):,} characters long; "
+                    f"at most {settings.max_text_arg_chars:,} go to a model"
+                )
+            inputs[name] = text
         elif refs:
             artifact = records[refs[0]].output(kind)
             if artifact is None or artifact.path is None:
@@ -302,8 +296,8 @@ def resolve_inputs(
 
 
 def _as_text(record: TaskRecord) -> str:
-    text = record.output("text")
+    text = record.output(ArtifactKind.TEXT)
     if text is not None:
         return str(text.value)
-    data = record.output("data")
+    data = record.output(ArtifactKind.DATA)
     return json.dumps(data.value) if data is not None else ""

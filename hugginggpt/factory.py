@@ -8,7 +8,8 @@ from .catalog import Catalog, load_catalog
 from .config import Settings
 from .endpoints import Endpoint
 from .endpoints import build_endpoint as endpoint_for_mode
-from .llm import LLM, LocalChatLLM, OpenAICompatibleLLM
+from .llm import LLM, LLMLimits, OpenAICompatibleLLM
+from .llm_local import LocalChatLLM
 from .pipeline import Pipeline
 
 DEFAULT_SERVER_MODEL = "gpt-4o-mini"
@@ -19,6 +20,7 @@ def build_llm(settings: Settings, *, public_only: bool = False) -> LLM:
 
     `public_only`: every request (redirects and retries too) must go to a public address, for a
     base URL that a visitor of a public app typed."""
+    limits = LLMLimits(max_reply_chars=settings.llm_max_reply_chars, max_seconds=settings.llm_call_seconds)
     if settings.uses_server:
         return OpenAICompatibleLLM(
             base_url=settings.llm_base_url,
@@ -27,8 +29,9 @@ def build_llm(settings: Settings, *, public_only: bool = False) -> LLM:
             timeout=settings.llm_timeout,
             max_retries=settings.llm_max_retries,
             public_only=public_only,
+            limits=limits,
         )
-    return LocalChatLLM(settings.llm_model or settings.local_llm_model)
+    return LocalChatLLM(settings.llm_model or settings.local_llm_model, limits=limits)
 
 
 def build_catalog(settings: Settings) -> Catalog:

@@ -16,7 +16,7 @@ def first_json_value(text: str, accept: Callable[[Any], bool], *, starts: str = 
     for match in list(re.finditer(f"[{re.escape(starts)}]", text))[:_MAX_STARTS]:
         try:
             value, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if accept(value):
             return value

@@ -1,8 +1,8 @@
 """The controller LLM behind one small interface.
 
 `OpenAICompatibleLLM` speaks to any OpenAI-compatible server (OpenAI, Azure, vLLM, TGI, Ollama,
-llama.cpp, LM Studio, Hugging Face Inference Providers); `LocalChatLLM` runs a transformers chat
-model in-process when no server is configured.
+llama.cpp, LM Studio, Hugging Face Inference Providers); `llm_local.LocalChatLLM` runs a chat model
+in-process when no server is configured.
 """
 
 from __future__ import annotations
@@ -11,9 +11,12 @@ import copy
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
+
+from . import urlguard
+from .text import shorten
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"  # where a key without a base URL goes
 
@@ -39,6 +42,34 @@ def _usage(reported: Any) -> Usage:
     return Usage(reported.prompt_tokens or 0, reported.completion_tokens or 0)
 
 
+@dataclass(frozen=True)
+class StreamEnd:
+    """What a backend knows once its stream is over."""
+
+    usage: Usage = field(default_factory=Usage)
+    finished: bool = True  # the server said the reply was complete (a finish reason)
+    json_mode: bool = False  # the reply was asked for as structured output
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A whole reply. `cut` says why it is incomplete (None: the server finished it)."""
+
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    json_mode: bool = False
+    cut: str | None = None
+
+
+@dataclass(frozen=True)
+class LLMLimits:
+    """Bounds on one call, however the server behaves."""
+
+    max_reply_chars: int = 200_000  # a longer reply is cut here
+    max_seconds: float = 120.0  # the whole call, also for a server that trickles a token at a time
+    max_tokens: int | None = None  # asked of the server (it may ignore it)
+
+
 @dataclass
 class LLMCall:
     """One call, as kept in the trace."""
@@ -49,13 +80,15 @@ class LLMCall:
     seconds: float = 0.0
     usage: Usage = field(default_factory=Usage)
     json_mode: bool = False
+    cut: str | None = None
     error: str | None = None
 
 
 class LLM(ABC):
-    """Subclasses implement `_complete` and `_stream`; this class does timing and bookkeeping."""
+    """Subclasses implement `_stream`; this class bounds it, times it and keeps the call log."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: LLMLimits | None = None) -> None:
+        self.limits = limits or LLMLimits()
         self.calls: list[LLMCall] = []
         self._lock = threading.Lock()
 
@@ -72,43 +105,88 @@ class LLM(ABC):
         """Which model at which endpoint, for status lines and errors. Never the key."""
 
     @abstractmethod
-    def _complete(self, messages: list[Message], schema: dict[str, Any] | None, call: LLMCall) -> str: ...
+    def _stream(
+        self, messages: list[Message], schema: dict[str, Any] | None, max_tokens: int | None
+    ) -> Generator[str, None, StreamEnd]:
+        """The reply piece by piece; returns how it ended. Raises LLMError when the backend fails.
+        Closing the generator must release the connection (the server stops generating)."""
 
-    @abstractmethod
-    def _stream(self, messages: list[Message], call: LLMCall) -> Iterator[str]: ...
+    def complete(
+        self, messages: list[Message], *, stage: str, schema: dict[str, Any] | None = None
+    ) -> Completion:
+        """The whole reply. With `schema`, ask for JSON of that shape where the server supports it.
 
-    def complete(self, messages: list[Message], *, stage: str, schema: dict[str, Any] | None = None) -> str:
-        """The whole reply. With `schema`, ask for JSON of that shape where the server supports it."""
-        call, started = self._start(stage, messages)
-        try:
-            call.reply = self._complete(messages, schema, call)
-            return call.reply
-        except LLMError as e:
-            call.error = str(e)
-            raise
-        finally:
-            call.seconds = time.perf_counter() - started
-
-    def stream(self, messages: list[Message], *, stage: str) -> Iterator[str]:
-        """The reply piece by piece, as the server sends it."""
-        call, started = self._start(stage, messages)
+        A reply that takes longer than the limit is an LLMError; a longer one is cut (`cut` says so)."""
         parts: list[str] = []
-        try:
-            for delta in self._stream(messages, call):
-                parts.append(delta)
-                yield delta
-        except LLMError as e:
-            call.error = str(e)
-            raise
-        finally:
-            call.reply = "".join(parts)
-            call.seconds = time.perf_counter() - started
+        steps = self.stream(messages, stage=stage, schema=schema)
+        while True:
+            try:
+                parts.append(next(steps))
+            except StopIteration as end:
+                completion: Completion = end.value
+                break
+        if completion.cut and completion.cut.startswith(_SLOW):
+            raise LLMError(f"The LLM {self.describe()} failed: {completion.cut}")
+        return completion
 
-    def _start(self, stage: str, messages: list[Message]) -> tuple[LLMCall, float]:
+    def stream(
+        self,
+        messages: list[Message],
+        *,
+        stage: str,
+        schema: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+        max_chars: int | None = None,
+    ) -> Generator[str, None, Completion]:
+        """The reply piece by piece, as the server sends it; returns the whole Completion.
+
+        Bounded by `limits`: past the size or the time, reading stops and the reply is cut. A
+        connection that breaks after some text ends the reply there, cut; before any, LLMError."""
         call = LLMCall(stage=stage, messages=[dict(m) for m in messages])
         with self._lock:
             self.calls.append(call)
-        return call, time.perf_counter()
+        started = time.monotonic()
+        deadline = started + self.limits.max_seconds
+        max_chars = min(max_chars or self.limits.max_reply_chars, self.limits.max_reply_chars)
+        parts: list[str] = []
+        size = 0
+        end = StreamEnd(finished=False)
+        pieces = self._stream(messages, schema, max_tokens or self.limits.max_tokens)
+        try:
+            while True:
+                try:
+                    piece = next(pieces)
+                except StopIteration as stopped:
+                    end = stopped.value or StreamEnd()
+                    call.cut = None if end.finished else "the LLM's reply ended before the server finished it"
+                    break
+                except LLMError as e:
+                    if not parts:
+                        raise
+                    call.cut = f"the connection to the LLM broke ({e})"
+                    break
+                piece = piece[: max_chars - size]
+                size += len(piece)
+                parts.append(piece)
+                yield piece
+                if size >= max_chars:
+                    call.cut = f"the reply was longer than {max_chars:,} characters"
+                    break
+                if time.monotonic() > deadline:
+                    call.cut = f"{_SLOW} {self.limits.max_seconds:g} s"
+                    break
+        except LLMError as e:
+            call.error = str(e)
+            raise
+        finally:
+            pieces.close()  # stops the server generating what nobody will read
+            call.reply = "".join(parts)
+            call.seconds = time.monotonic() - started
+            call.usage, call.json_mode = end.usage, end.json_mode
+        return Completion(call.reply, call.usage, call.json_mode, call.cut)
+
+
+_SLOW = "it did not finish its reply within"
 
 
 class OpenAICompatibleLLM(LLM):
@@ -122,10 +200,11 @@ class OpenAICompatibleLLM(LLM):
         max_retries: int = 2,
         temperature: float = 0.0,
         public_only: bool = False,
+        limits: LLMLimits | None = None,
     ):
         """`public_only`: every request, redirects included, goes only to a public address, the one
         that was checked (for base URLs that visitors of a public app type)."""
-        super().__init__()
+        super().__init__(limits)
         import openai  # light, but keeps `hugginggpt.llm` importable without it
 
         self.base_url = base_url or OPENAI_BASE_URL
@@ -139,78 +218,65 @@ class OpenAICompatibleLLM(LLM):
                 api_key=api_key or "not-needed",
                 timeout=timeout,
                 max_retries=max_retries,
-                http_client=_public_only_client(timeout) if public_only else None,
+                http_client=urlguard.public_only_client(timeout) if public_only else None,
             )
         except Exception as e:  # the HTTP client's own URL error type; a typed URL is the user's input
             raise ValueError(
-                f"the LLM base URL {self.base_url} is not a usable URL: {_short(str(e))}"
+                f"the LLM base URL {self.base_url} is not a usable URL: {shorten(str(e))}"
             ) from None
         self._learnt: dict[str, bool] = {}  # shared by recording() views, e.g. whether json_schema works
 
     def describe(self) -> str:
         return f"{self.model} at {without_credentials(self.base_url)}"
 
-    def _complete(self, messages: list[Message], schema: dict[str, Any] | None, call: LLMCall) -> str:
+    def _stream(
+        self, messages: list[Message], schema: dict[str, Any] | None, max_tokens: int | None
+    ) -> Generator[str, None, StreamEnd]:
         import openai
 
-        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
-        if schema is not None and self._learnt.get("json_schema") is not False:
-            response_format = {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
-            try:
-                response = self._client.chat.completions.create(**kwargs, response_format=response_format)
-            except (openai.BadRequestError, openai.UnprocessableEntityError):
-                # Maybe the server refuses structured output: try plain text, and if that works,
-                # remember not to ask again.
-                text = self._text(self._create(**kwargs), call)
-                self._learnt["json_schema"] = False
-                return text
-            except openai.APIError as e:
-                raise LLMError(self._explain(e)) from None
-            self._learnt["json_schema"] = True
-            call.json_mode = True
-            return self._text(response, call)
-        return self._text(self._create(**kwargs), call)
-
-    def _create(self, **kwargs: Any) -> Any:
-        import openai
-
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if max_tokens:
+            kwargs["max_tokens"] = max_tokens
+        json_mode = schema is not None and self._learnt.get("json_schema") is not False
         try:
-            return self._client.chat.completions.create(**kwargs)
+            if json_mode:
+                response_format = {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
+                try:
+                    chunks = self._client.chat.completions.create(**kwargs, response_format=response_format)
+                    self._learnt["json_schema"] = True
+                except (openai.BadRequestError, openai.UnprocessableEntityError):
+                    # Maybe the server refuses structured output: plain text from now on.
+                    chunks = self._client.chat.completions.create(**kwargs)
+                    self._learnt["json_schema"] = json_mode = False
+            else:
+                chunks = self._client.chat.completions.create(**kwargs)
+            return (yield from self._read(chunks, json_mode))
         except openai.APIError as e:
             raise LLMError(self._explain(e)) from None
 
-    def _text(self, response: Any, call: LLMCall) -> str:
-        if not hasattr(response, "choices"):  # the openai client hands back a non-JSON body as a str
-            raise LLMError(self._not_an_api())
-        if response.usage is not None:
-            call.usage = _usage(response.usage)
-        if not response.choices:
-            raise LLMError(f"The LLM ({self.describe()}) sent a reply with no choices")
-        return response.choices[0].message.content or ""
-
-    def _stream(self, messages: list[Message], call: LLMCall) -> Iterator[str]:
-        import openai
-
-        try:
-            chunks = self._client.chat.completions.create(
-                model=self.model,
-                messages=messages,
-                temperature=self.temperature,
-                stream=True,
-                stream_options={"include_usage": True},
-            )
-            seen = False
-            with chunks:  # closes the connection when the reader stops early: the server stops generating
-                for chunk in chunks:
-                    seen = True
-                    if chunk.usage is not None:
-                        call.usage = _usage(chunk.usage)
-                    if chunk.choices and chunk.choices[0].delta.content:
-                        yield chunk.choices[0].delta.content
-        except openai.APIError as e:
-            raise LLMError(self._explain(e)) from None
+    def _read(self, chunks: Any, json_mode: bool) -> Generator[str, None, StreamEnd]:
+        seen = finished = False
+        usage = Usage()
+        with chunks:  # closes the connection when the reader stops early: the server stops generating
+            for chunk in chunks:
+                if not hasattr(chunk, "choices"):  # a body that is not an event stream
+                    break
+                seen = True
+                if chunk.usage is not None:
+                    usage = _usage(chunk.usage)
+                for choice in chunk.choices or []:
+                    finished = finished or choice.finish_reason is not None
+                    if choice.delta and choice.delta.content:
+                        yield choice.delta.content
         if not seen:  # a real stream sends at least its end; this was not an event stream at all
             raise LLMError(self._not_an_api())
+        return StreamEnd(usage, finished, json_mode)
 
     def _not_an_api(self) -> str:
         return (
@@ -235,109 +301,10 @@ class OpenAICompatibleLLM(LLM):
         elif isinstance(error, openai.AuthenticationError):
             cause = "it refused the API key (HTTP 401); check the key"
         elif isinstance(error, openai.APIStatusError):
-            cause = f"it answered HTTP {error.status_code}: {_short(self._hide(error.message))}"
+            cause = f"it answered HTTP {error.status_code}: {shorten(self._hide(error.message))}"
         else:
-            cause = _short(self._hide(str(error)))
+            cause = shorten(self._hide(str(error)))
         return f"The LLM {self.describe()} failed: {cause}"
-
-
-class LocalChatLLM(LLM):
-    """A transformers chat model run in-process; weights from the HF cache or downloaded on first use."""
-
-    def __init__(self, model: str, *, max_new_tokens: int = 1024):
-        super().__init__()
-        self.model = model
-        self.max_new_tokens = max_new_tokens
-        self._loaded: dict[str, Any] = {}  # shared by recording() views: the weights load once
-        self._load_lock = threading.Lock()
-
-    def describe(self) -> str:
-        return f"{self.model} (local transformers)"
-
-    def _load(self) -> tuple[Any, Any]:
-        with self._load_lock:
-            if "model" not in self._loaded:
-                try:
-                    from transformers import AutoModelForCausalLM, AutoTokenizer
-                except ImportError as e:
-                    raise LLMError(
-                        "The local LLM needs transformers and torch: pip install -r requirements.txt"
-                    ) from e
-                from models_local import loading
-
-                try:
-                    with loading():  # building a model changes process-wide state: one load at a time
-                        tokenizer = AutoTokenizer.from_pretrained(self.model)
-                        model = AutoModelForCausalLM.from_pretrained(self.model, dtype="auto")
-                except OSError as e:
-                    raise LLMError(
-                        f"The local LLM {self.model} could not be loaded: {_short(str(e))}"
-                    ) from None
-                self._loaded.update(tokenizer=tokenizer, model=model.eval())
-            return self._loaded["tokenizer"], self._loaded["model"]
-
-    def _inputs(self, messages: list[Message]) -> tuple[Any, Any, Any]:
-        tokenizer, model = self._load()
-        if not getattr(tokenizer, "chat_template", None):
-            raise LLMError(
-                f"The local LLM {self.model} has no chat template: choose an instruction-tuned (chat) model, "
-                "or an OpenAI-compatible server"
-            )
-        ids = tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )
-        return tokenizer, model, ids
-
-    def _complete(self, messages: list[Message], schema: dict[str, Any] | None, call: LLMCall) -> str:
-        return "".join(self._stream(messages, call))
-
-    def _stream(self, messages: list[Message], call: LLMCall) -> Iterator[str]:
-        from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
-
-        tokenizer, model, inputs = self._inputs(messages)
-        streamer = TextIteratorStreamer(tokenizer, skip_prompt=True, skip_special_tokens=True)
-        abandoned = threading.Event()
-
-        class Abandoned(StoppingCriteria):
-            """Ends generation once nobody reads it (Stop pressed, stream closed)."""
-
-            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-                import torch
-
-                stop = abandoned.is_set()
-                return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
-
-        kwargs = dict(
-            **inputs,
-            streamer=streamer,
-            max_new_tokens=self.max_new_tokens,
-            do_sample=False,
-            stopping_criteria=StoppingCriteriaList([Abandoned()]),
-        )
-        generated: list[Any] = []
-        failed: list[Exception] = []
-
-        def generate() -> None:
-            try:
-                generated.append(model.generate(**kwargs))
-            except Exception as e:  # reported below; ending the streamer keeps the reader from hanging
-                failed.append(e)
-                streamer.end()
-
-        worker = threading.Thread(target=generate, daemon=True, name="local-llm-generate")
-        worker.start()
-        try:
-            for piece in streamer:
-                if piece:
-                    yield piece
-        finally:
-            abandoned.set()  # a no-op when generation is over; else it stops at the next token
-        worker.join()
-        if failed:
-            raise LLMError(f"The local LLM {self.model} failed: {_short(str(failed[0]))}")
-        prompt_length = int(inputs["input_ids"].shape[-1])
-        completion = int(generated[0].shape[-1]) - prompt_length if generated else 0
-        call.usage = Usage(prompt_length, completion)
 
 
 def without_credentials(url: str) -> str:
@@ -352,46 +319,7 @@ def without_credentials(url: str) -> str:
 
 def _refusal(error: BaseException) -> str | None:
     """The urlguard refusal behind a connection error, if that is what it was."""
-    from .urlguard import URLRefused
-
     seen = error.__cause__
-    while seen is not None and not isinstance(seen, URLRefused):
+    while seen is not None and not isinstance(seen, urlguard.URLRefused):
         seen = seen.__cause__
     return str(seen) if seen is not None else None
-
-
-def _public_only_client(timeout: float) -> Any:
-    """An HTTP client for the openai package whose every request (each redirect hop and retry) is
-    checked by urlguard and sent to the checked address, so that neither a redirect nor a second DNS
-    answer reaches a private network. Host header, TLS SNI and certificate keep the host name."""
-    import httpx2  # the HTTP client the openai package is built on
-    import openai
-
-    from . import urlguard
-
-    class PublicOnly(httpx2.BaseTransport):
-        def __init__(self) -> None:
-            self._inner = httpx2.HTTPTransport(trust_env=False)
-
-        def handle_request(self, request: Any) -> Any:
-            url = request.url
-            try:
-                address = urlguard.check_url(str(url), allowed=urlguard.is_public)[0]
-            except urlguard.URLRefused as e:  # as a connection error, which the openai client reports
-                raise httpx2.ConnectError(str(e), request=request) from e
-            request.headers["Host"] = url.netloc.decode("ascii")
-            if url.scheme == "https":
-                request.extensions = {**request.extensions, "sni_hostname": url.host}
-            request.url = url.copy_with(host=str(address))
-            return self._inner.handle_request(request)
-
-        def close(self) -> None:
-            self._inner.close()
-
-    # trust_env=False: a proxy from the environment would bypass the transport's check.
-    return openai.DefaultHttpxClient(transport=PublicOnly(), timeout=timeout, trust_env=False)
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,15 +1,17 @@
-"""The orchestrator: plan, select, execute, respond, yielding events as it goes."""
+"""The orchestrator: plan, select, execute, respond, yielding events as it goes.
+
+Each stage is a generator of events that returns its result; the run goes from one to the next
+and ends with exactly one Done.
+"""
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -19,20 +21,15 @@ from .artifacts import kind_of_file
 from .catalog import Catalog
 from .config import Settings
 from .endpoints import Endpoint
-from .events import (
-    AnswerDelta,
-    Done,
-    Event,
-    ModelSelected,
-    PlanReady,
-    StageStarted,
-)
-from .execute import ExecutionSettings, TaskRecord, execute_plan
+from .events import Done, ErrorKind, Event, Outcome, PlanReady, Stage, StageStarted
+from .execute import ExecutionSettings, RunContext, execute_steps
 from .llm import LLM, LLMError, Message
-from .plan import FileRules
-from .planner import FileInfo, plan_steps, trim_history
-from .respond import answer_messages, missing_files
-from .select import select_models
+from .plan import FileRules, Plan, PlanLimits
+from .planner import FileInfo, PlanOutcome, plan_steps, trim_history
+from .records import TaskRecord
+from .respond import respond_steps
+from .selection import Choice, select_steps
+from .trace import build_trace, write_trace
 from .workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -62,176 +59,239 @@ class Pipeline:
         yield from run.events(files)
 
 
+class _Failed(Exception):
+    """Ends a run early with a failure of a known kind."""
+
+    def __init__(self, kind: ErrorKind, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+class _Cancelled(Exception):
+    """Ends a run early because it was stopped."""
+
+
 class _Run:
-    """The state of one request: its records, timings and trace."""
+    """The state of one request: its parts as the stages produce them, and its timings."""
 
     def __init__(
-        self, pipeline: Pipeline, request: str, workspace: Workspace, history: list[Message], cancelled
+        self,
+        pipeline: Pipeline,
+        request: str,
+        workspace: Workspace,
+        history: list[Message],
+        cancelled: threading.Event,
     ):
         self.p = pipeline
+        self.s = pipeline.settings
         self.request = request
         self.workspace = workspace
         self.history = history
         self.cancelled = cancelled
         self.request_id = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
         self.llm = pipeline.llm.recording()  # this request's own call log
-        self.records: dict[int, TaskRecord] = {}
-        self.timings: dict[str, float] = {}
-        self.trace: dict[str, Any] = {
+        self.trace_path = workspace.trace_path(self.request_id)
+        self.header = {
             "request_id": self.request_id,
             "request": request,
             "llm": pipeline.llm.describe(),
             "endpoint": pipeline.endpoint.describe(),
         }
+        self.planning: PlanOutcome | None = None
+        self.plan: Plan | None = None
+        self.choices: dict[int, Choice] | None = None
+        self.records: list[TaskRecord] = []
+        self.answer: list[str] = []
+        self.timings: dict[str, float] = {}
+        self.trace_saved = False
+        self.incomplete: str | None = None
+        self.over_time = threading.Event()  # the request ran past request_seconds
 
     def events(self, files: Sequence[Path]) -> Iterator[Event]:
         started = time.perf_counter()
-        answer, error = "", None
+        outcome, error, kind = Outcome.ANSWERED, None, None
+        timer = threading.Timer(self.s.request_seconds, self._time_up)
+        timer.daemon = True
+        timer.start()
         try:
+            if len(self.request) > self.s.max_request_chars:
+                raise _Failed(
+                    ErrorKind.INPUT,
+                    f"The request is {len(self.request):,} characters long; "
+                    f"at most {self.s.max_request_chars:,} are accepted.",
+                )
             new_files = [self.workspace.add_upload(Path(f)) for f in files]
-            answer, error = yield from self._stages(new_files)
+            yield from self._stages(new_files)
+        except _Cancelled:
+            outcome = Outcome.CANCELLED
+            if self.over_time.is_set():
+                outcome, kind = Outcome.FAILED, ErrorKind.LIMIT
+                error = (
+                    f"The request took longer than its limit of {self.s.request_seconds:g} s and was stopped."
+                )
+        except _Failed as e:
+            outcome, error, kind = Outcome.FAILED, str(e), e.kind
         except LLMError as e:
-            error = str(e)
+            outcome, error, kind = Outcome.FAILED, str(e), ErrorKind.LLM
         except Exception:  # a bug: logged with its stack trace, reported without it
             log.exception("request %s failed", self.request_id)
-            error = "Internal error while answering; the server log has the details."
+            outcome, error = Outcome.FAILED, "Internal error while answering; the server log has the details."
+            kind = ErrorKind.INTERNAL
         finally:
+            timer.cancel()
             self.timings["total"] = time.perf_counter() - started
-        yield Done(answer=answer, error=error, trace=self._finish_trace(answer, error))
+        answer = "".join(self.answer)
+        end = {
+            "outcome": str(outcome),
+            "answer": answer,
+            "answer_incomplete": self.incomplete,
+            "error": error,
+            "error_kind": kind and str(kind),
+        }
+        trace = self._save_trace(end)
+        trace_file = self.trace_path if self.trace_saved else None
+        yield Done(outcome, answer, error, kind, tuple(self.records), trace, trace_file, self.incomplete)
 
-    def _stages(self, new_files: list[Path]):
-        s = self.p.settings
-        # 1. plan
-        yield StageStarted("plan")
-        with self._timed("plan"):
+    def _time_up(self) -> None:
+        self.over_time.set()
+        self.cancelled.set()  # everything the run started stops as on Stop
+
+    def _stages(self, new_files: list[Path]) -> Generator[Event, None, None]:
+        plan = yield from self._plan_stage(new_files)
+        if plan.tasks:
+            self._check_cancelled()
+            choices = yield from self._select_stage(plan)
+            self._check_cancelled()
+            yield from self._execute_stage(plan, choices)
+            self._check_cancelled()
+        yield from self._respond_stage()
+
+    def _plan_stage(self, new_files: list[Path]) -> Generator[Event, None, Plan]:
+        yield StageStarted(Stage.PLAN)
+        with self._timed(Stage.PLAN):
             available = self.workspace.files()
             infos = [
                 FileInfo(kind_of_file(path) or "file", name, new=path in new_files)
                 for name, path in available.items()
             ]
-            # rejected plans are shown as they happen
-            outcome = yield from plan_steps(
+            self.planning = yield from plan_steps(  # rejected plans are shown as they happen
                 self.llm,
                 self.request,
                 files=infos,
                 history=self.history,
-                shots=s.shots,
-                max_retries=s.max_plan_retries,
-                rules=FileRules(uploads=frozenset(available), allow_urls=s.allow_urls),
-                history_tokens=s.history_tokens,
+                shots=self.s.shots,
+                max_retries=self.s.max_plan_retries,
+                rules=FileRules(uploads=frozenset(available), allow_urls=self.s.allow_urls),
+                history_tokens=self.s.history_tokens,
+                cancelled=self.cancelled,
+                limits=PlanLimits(max_chars=self.s.max_plan_chars, max_tasks=self.s.max_plan_tasks),
             )
-        self.trace["plan_attempts"] = outcome.attempts
-        self.trace["plan_problems"] = outcome.problems
-        if outcome.plan is None:
-            return "", f"I could not make a valid plan for this request. {outcome.error}"
-        plan = outcome.plan
-        self.trace["plan"] = plan.to_json()
-        yield PlanReady(plan, outcome.attempts)
-        if self.cancelled.is_set():  # Stop pressed while planning: no more LLM calls
-            return "", "cancelled"
+        if self.planning.plan is None:
+            self._check_cancelled()  # stopped while planning: no failure to report
+            raise _Failed(
+                ErrorKind.PLAN, f"I could not make a valid plan for this request. {self.planning.error}"
+            )
+        self.plan = self.planning.plan
+        yield PlanReady(self.plan, self.planning.attempts)
+        return self.plan
 
-        if plan.tasks:
-            # 2. select
-            yield StageStarted("select")
-            with self._timed("select"):
-                choices = select_models(
-                    self.llm,
-                    plan,
-                    self.p.catalog,
-                    self.request,
-                    runnable=self.p.endpoint.can_run,
-                    k=s.top_k,
-                    candidate_tokens=s.candidate_tokens,
-                )
-            self.trace["choices"] = {
-                str(c.task_id): {
-                    "model": c.model.id if c.model else None,
-                    "reason": c.reason,
-                    "candidates": [m.id for m in c.candidates],
-                    "substituted": c.substituted,
-                }
-                for c in choices.values()
-            }
-            for t in plan.tasks:
-                c = choices[t.id]
-                if c.model is not None:
-                    yield ModelSelected(
-                        t.id, t.task, c.model.id, c.reason, [m.id for m in c.candidates], c.substituted
-                    )
-            if self.cancelled.is_set():
-                return "", "cancelled"
+    def _select_stage(self, plan: Plan) -> Generator[Event, None, dict[int, Choice]]:
+        yield StageStarted(Stage.SELECT)
+        with self._timed(Stage.SELECT):
+            self.choices = yield from select_steps(
+                self.llm,
+                plan,
+                self.p.catalog,
+                self.request,
+                runnable=self.p.endpoint.can_run,
+                k=self.s.top_k,
+                candidate_tokens=self.s.candidate_tokens,
+            )
+        return self.choices
 
-            # 3. execute
-            yield StageStarted("execute")
-            with self._timed("execute"):
-                yield from execute_plan(
-                    plan,
-                    choices,
-                    self.p.endpoint,
-                    self.workspace,
-                    self.workspace.run_dir(self.request_id),
-                    self.records,
-                    ExecutionSettings(
-                        max_workers=s.max_workers,
-                        task_timeout=s.task_timeout,
-                        task_attempts=s.task_attempts,
-                        fetch_url=self._fetch if s.allow_urls else None,
-                    ),
-                    self.cancelled,
-                )
-            if self.cancelled.is_set():
-                return "", "cancelled"
+    def _execute_stage(self, plan: Plan, choices: dict[int, Choice]) -> Generator[Event, None, None]:
+        yield StageStarted(Stage.EXECUTE)
+        ctx = RunContext(
+            endpoint=self.p.endpoint,
+            workspace=self.workspace,
+            run_dir=self.workspace.run_dir(self.request_id),
+            settings=ExecutionSettings(
+                max_workers=self.s.max_workers,
+                task_timeout=self.s.task_timeout,
+                task_attempts=self.s.task_attempts,
+                fetch_url=self._fetch if self.s.allow_urls else None,
+                max_text_arg_chars=self.s.max_text_arg_chars,
+                max_output_chars=self.s.max_output_chars,
+            ),
+            cancelled=self.cancelled,
+        )
+        with self._timed(Stage.EXECUTE):
+            self.records = yield from execute_steps(plan, choices, ctx)
 
-        # 4. respond
-        yield StageStarted("respond")
-        with self._timed("respond"):
-            records = [self.records[t.id] for t in plan.tasks]
-            parts = []
+    def _respond_stage(self) -> Generator[Event, None, None]:
+        yield StageStarted(Stage.RESPOND)
+        with self._timed(Stage.RESPOND):
             # The same history budget as planning: a long conversation must not overflow the context.
-            history = trim_history(self.history, s.history_tokens)
-            messages = answer_messages(self.request, records, self.workspace, history)
-            for delta in self.llm.stream(messages, stage="respond"):
-                if self.cancelled.is_set():
-                    return "".join(parts), "cancelled"
-                parts.append(delta)
-                yield AnswerDelta(delta)
-            invented = missing_files("".join(parts), self.workspace)
-            if invented:
-                note = f"\n\n(Note: {', '.join(invented)} named above does not exist; no such file was made.)"
-                parts.append(note)
-                yield AnswerDelta(note)
-        return "".join(parts), None
+            history = trim_history(self.history, self.s.history_tokens)
+            answer = respond_steps(
+                self.llm,
+                self.request,
+                self.records,
+                self.workspace,
+                history,
+                self.cancelled,
+                max_tokens=self.s.answer_max_tokens,
+                max_chars=self.s.max_answer_chars,
+            )
+            while True:
+                try:
+                    delta = next(answer)
+                except StopIteration as end:
+                    self.incomplete = end.value
+                    break
+                self.answer.append(delta.text)
+                yield delta
+        self._check_cancelled()
+
+    def _check_cancelled(self) -> None:
+        """Between stages: after Stop no further LLM call or model run starts."""
+        self._save_trace()
+        if self.cancelled.is_set():
+            raise _Cancelled
 
     def _fetch(self, url: str, dest: Path) -> Path:
         import httpx
 
         try:
-            return urlguard.fetch(url, dest, max_bytes=self.p.settings.url_max_bytes)
+            return urlguard.fetch(url, dest, max_bytes=self.s.url_max_bytes)
         except httpx.HTTPError as e:
             raise urlguard.URLRefused(f"fetching {url} failed: {type(e).__name__}") from None
 
     @contextmanager
-    def _timed(self, stage: str):
+    def _timed(self, stage: Stage):
         t0 = time.perf_counter()
         try:
             yield
         finally:
-            self.timings[stage] = time.perf_counter() - t0
+            self.timings[str(stage)] = time.perf_counter() - t0
 
-    def _finish_trace(self, answer: str, error: str | None) -> dict[str, Any]:
-        calls = self.llm.calls
-        self.trace.update(
-            answer=answer,
-            error=error,
-            tasks=[r.to_json(self.workspace.root) for r in self.records.values()],
-            timings={k: round(v, 4) for k, v in self.timings.items()},
-            llm_calls=[{**asdict(c), "seconds": round(c.seconds, 4)} for c in calls],
-            tokens={
-                "prompt": sum(c.usage.prompt_tokens for c in calls),
-                "completion": sum(c.usage.completion_tokens for c in calls),
-            },
+    def _save_trace(self, end: dict[str, Any] | None = None) -> dict[str, Any]:
+        trace = build_trace(
+            self.header,
+            max_field_chars=self.s.max_trace_field_chars,
+            root=self.workspace.root,
+            planning=self.planning,
+            plan=self.plan,
+            choices=self.choices,
+            records=self.records,
+            calls=list(self.llm.calls),
+            timings=self.timings,
+            end=end,
         )
-        path = self.workspace.trace_path(self.request_id)
-        path.write_text(json.dumps(self.trace, indent=1, default=str), encoding="utf-8")
-        self.trace["trace_file"] = str(path)
-        return self.trace
+        try:
+            write_trace(self.trace_path, trace)
+            self.trace_saved = True
+        except OSError as e:  # the conversation's folder went away (page left): nothing to keep
+            log.info("trace of %s not written: %s", self.request_id, e)
+            self.trace_saved = False
+        return trace

@@ -51,6 +51,7 @@ class Task:
 @dataclass
 class Plan:
     tasks: list[Task]
+    repairs: list[str] = field(default_factory=list)  # what parsing changed, for the trace
 
     def __len__(self) -> int:
         return len(self.tasks)
@@ -65,8 +66,29 @@ class Plan:
 # ---------------------------------------------------------------- lenient parsing
 
 
-def parse_plan(reply: str) -> Plan:
-    """Read a plan out of an LLM reply, forgiving the usual ways LLMs mangle JSON."""
+@dataclass(frozen=True)
+class PlanLimits:
+    """Bounds on what the LLM's plan may cost to read and to run."""
+
+    max_chars: int = 100_000  # of the reply
+    max_depth: int = 32  # nesting of brackets: a plan needs about 4
+    max_tasks: int = 30
+
+
+def parse_plan(reply: str, limits: PlanLimits = PlanLimits()) -> Plan:
+    """Read a plan out of an LLM reply, forgiving the usual ways LLMs mangle JSON.
+
+    Raises PlanParseError for a reply over the limits before reading it (work and memory stay
+    bounded however the reply is made)."""
+    if len(reply) > limits.max_chars:
+        raise PlanParseError(
+            f"the reply is {len(reply):,} characters long; a plan must fit in {limits.max_chars:,}"
+        )
+    depth = nesting_depth(reply)
+    if depth > limits.max_depth:
+        raise PlanParseError(
+            f"the reply nests brackets {depth} deep; a plan needs at most {limits.max_depth}"
+        )
     data = _load_json(reply)
     if isinstance(data, dict):
         data = next((data[k] for k in ("tasks", "plan", "steps") if isinstance(data.get(k), list)), [data])
@@ -74,12 +96,39 @@ def parse_plan(reply: str) -> Plan:
         raise PlanParseError("the reply is not a JSON list of tasks")
     if data == [{}]:
         data = []
+    if len(data) > limits.max_tasks:
+        raise PlanParseError(f"the plan has {len(data)} tasks; at most {limits.max_tasks} are allowed")
     plan_tasks = []
     for index, raw in enumerate(data):
         if not isinstance(raw, dict):
             raise PlanParseError(f"item {index} of the plan is not an object with task, id, dep and args")
         plan_tasks.append(_task_from_raw(raw, index))
-    return Plan(plan_tasks)
+    return Plan(plan_tasks, _add_implied_deps(plan_tasks))
+
+
+def nesting_depth(text: str) -> int:
+    """How deep brackets nest in `text`, strings included (a cheap, linear upper bound)."""
+    depth = deepest = 0
+    for char in text:
+        if char in "[{(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]})":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def _add_implied_deps(plan_tasks: list[Task]) -> list[str]:
+    """A task that uses <resource>-N depends on task N, whatever its `dep` says: add what is missing."""
+    ids = {t.id for t in plan_tasks}
+    repairs = []
+    for t in plan_tasks:
+        implied = {n for refs in t.references().values() for n in refs} & ids
+        missing = sorted(implied - set(t.dep) - {t.id})
+        if missing:
+            t.dep.extend(missing)
+            repairs.append(f"task {t.id}: added dependency on {', '.join(map(str, missing))}, which it uses")
+    return repairs
 
 
 def _load_json(reply: str) -> Any:
@@ -137,12 +186,12 @@ def _parse_dep(value: Any) -> list[int]:
     if isinstance(value, str) and "," in value:
         value = value.strip("[]").split(",")
     items = value if isinstance(value, list | tuple) else [value]
-    deps = []
+    deps: dict[int, None] = {}  # ordered and without repeats, in linear time
     for item in items:
         n = _as_int(item)
-        if n is not None and n >= 0 and n not in deps:
-            deps.append(n)
-    return deps
+        if n is not None and n >= 0:
+            deps[n] = None
+    return list(deps)
 
 
 def _parse_args(value: Any, task: str) -> dict[str, str]:

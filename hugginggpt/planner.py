@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
@@ -9,7 +10,8 @@ from . import prompts
 from . import tasks as task_types
 from .events import PlanRejected
 from .llm import LLM, Message, Usage
-from .plan import FileRules, Plan, PlanParseError, parse_plan, validate_plan
+from .plan import FileRules, Plan, PlanLimits, PlanParseError, parse_plan, validate_plan
+from .text import shorten
 
 # Structured output where the server supports it. Not "strict": argument names vary by task.
 PLAN_SCHEMA = {
@@ -107,42 +109,64 @@ def plan_steps(
     max_retries: int = 2,
     rules: FileRules | None = None,
     history_tokens: int = 1500,
+    cancelled: threading.Event | None = None,
+    limits: PlanLimits | None = None,
 ) -> Generator[PlanRejected, None, PlanOutcome]:
     """Ask for a plan; while it has problems, show them to the LLM and ask again (bounded).
 
     Yields a PlanRejected event for each rejected plan as it happens; returns the PlanOutcome.
     `rules=None` leaves literal file names unchecked (as for benchmark requests that only mention
     files); otherwise a file argument must name one of `rules.uploads`.
-    LLMError (the backend failing) propagates: that is not the plan's fault.
+    LLMError (the backend failing) propagates: that is not the plan's fault. Once `cancelled` is
+    set no correction is asked for: the outcome then has no plan and no error.
     """
     messages = planning_messages(
         request, files=files, history=history, shots=shots, history_tokens=history_tokens
     )
     outcome = PlanOutcome(plan=None)
     for attempt in range(1, max_retries + 2):
-        calls_before = len(llm.calls)
-        reply = llm.complete(messages, stage="plan", schema=PLAN_SCHEMA)
+        completion = llm.complete(messages, stage="plan", schema=PLAN_SCHEMA)
+        reply = completion.text
         outcome.attempts = attempt
         outcome.replies.append(reply)
-        for call in llm.calls[calls_before:]:
-            outcome.usage.add(call.usage)
+        outcome.usage.add(completion.usage)
         try:
-            plan = parse_plan(reply)
+            plan = parse_plan(reply, limits or PlanLimits())
             problems = validate_plan(plan, rules) if rules is not None else validate_unchecked_files(plan)
         except PlanParseError as e:
             plan, problems = None, [str(e)]
         if not problems:
             outcome.plan = plan
             return outcome
+        problems = _bounded(problems)
         outcome.problems.append(problems)
         yield PlanRejected(attempt, problems)
+        if cancelled is not None and cancelled.is_set():
+            return outcome
         messages = [
             *messages,
-            {"role": "assistant", "content": reply},
+            {"role": "assistant", "content": _excerpt(reply)},
             {"role": "user", "content": prompts.render("plan", "correction", problems=problems)},
         ]
     outcome.error = f"No valid plan after {outcome.attempts} attempts. Last problems: " + "; ".join(problems)
     return outcome
+
+
+MAX_PROBLEMS = 20  # sent back per attempt: enough to fix a plan, never megabytes
+MAX_ECHO_CHARS = 4000  # of a rejected reply, when it is sent back to the LLM
+
+
+def _bounded(problems: list[str]) -> list[str]:
+    kept = [shorten(p, 400) for p in problems[:MAX_PROBLEMS]]
+    if len(problems) > MAX_PROBLEMS:
+        kept.append(f"... and {len(problems) - MAX_PROBLEMS} more problems")
+    return kept
+
+
+def _excerpt(reply: str) -> str:
+    if len(reply) <= MAX_ECHO_CHARS:
+        return reply
+    return reply[:MAX_ECHO_CHARS] + f"\n[... {len(reply) - MAX_ECHO_CHARS:,} more characters not repeated]"
 
 
 def make_plan(llm: LLM, request: str, *, on_rejected=None, **options) -> PlanOutcome:

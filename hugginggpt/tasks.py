@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Values that flow along the DAG are text, media files, or "data": structured output (boxes, labels, scores).
-MEDIA_KINDS = ("image", "audio", "video")
+# Values that flow along the DAG are text, media files, or "data": structured output (boxes, labels,
+# scores): the kinds of hugginggpt.artifacts.ArtifactKind.
 
 
 @dataclass(frozen=True)

@@ -129,3 +129,33 @@ def _new_file(folder: Path, name: str):
         except FileExistsError:
             continue
     raise URLRefused(f"too many downloads named {name}")
+
+
+def public_only_client(timeout: float) -> Any:
+    """An HTTP client for the openai package whose every request (each redirect hop and retry) is
+    checked by urlguard and sent to the checked address, so that neither a redirect nor a second DNS
+    answer reaches a private network. Host header, TLS SNI and certificate keep the host name."""
+    import httpx2  # the HTTP client the openai package is built on
+    import openai
+
+    class PublicOnly(httpx2.BaseTransport):
+        def __init__(self) -> None:
+            self._inner = httpx2.HTTPTransport(trust_env=False)
+
+        def handle_request(self, request: Any) -> Any:
+            url = request.url
+            try:
+                address = check_url(str(url), allowed=is_public)[0]
+            except URLRefused as e:  # as a connection error, which the openai client reports
+                raise httpx2.ConnectError(str(e), request=request) from e
+            request.headers["Host"] = url.netloc.decode("ascii")
+            if url.scheme == "https":
+                request.extensions = {**request.extensions, "sni_hostname": url.host}
+            request.url = url.copy_with(host=str(address))
+            return self._inner.handle_request(request)
+
+        def close(self) -> None:
+            self._inner.close()
+
+    # trust_env=False: a proxy from the environment would bypass the transport's check.
+    return openai.DefaultHttpxClient(transport=PublicOnly(), timeout=timeout, trust_env=False)

@@ -59,10 +59,11 @@ class Workspace:
 
     def files(self) -> dict[str, Path]:
         """Names the LLM may use for media files: uploads by file name, outputs by relative path."""
-        named = {p.name: p for p in sorted(self.uploads_dir.iterdir()) if p.is_file()}
+        # A link leading out of the workspace is no file of this conversation: left out, never followed.
+        named = {p.name: p for p in sorted(self.uploads_dir.iterdir()) if p.is_file() and self.contains(p)}
         for p in sorted((self.root / "outputs").rglob("*")):
-            if p.is_file() and kind_of_file(p):
-                named[self.relative(p)] = p
+            if p.is_file() and kind_of_file(p) and self.contains(p):
+                named[p.relative_to(self.root).as_posix()] = p
         return named
 
     def relative(self, path: Path) -> str:

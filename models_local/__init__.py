@@ -9,9 +9,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from .cache import ModelTooLarge
+from .gate import loading
 from .handlers import HANDLERS
 from .handlers.base import RuntimeUnsupported, Stopped
-from .runtime import ModelTooLarge, Runtime, loading
+from .runtime import Runtime
 
 __all__ = [
     "SUPPORTED_TASKS",

@@ -17,7 +17,14 @@ os.environ.setdefault("GRADIO_TEMP_DIR", str(TMP / "gradio"))
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 os.environ.setdefault("TMPDIR", str(TMP))
 tempfile.tempdir = str(TMP)
-for key in ("OPENAI_API_KEY", "HF_TOKEN", "HUGGINGGPT_LLM_BASE_URL", "HUGGINGGPT_LLM_API_KEY"):
+for key in (
+    "OPENAI_API_KEY",
+    "HF_TOKEN",
+    "HUGGINGGPT_LLM_BASE_URL",
+    "HUGGINGGPT_LLM_API_KEY",
+    "SPACE_ID",
+    "GRADIO_SERVER_NAME",
+):
     os.environ.pop(key, None)
 
 # Session fixtures shared by several modules are registered here, once: a fixture imported into two

@@ -159,7 +159,7 @@ def test_image_request_streams_plan_models_progress_media_and_answer(llm_server,
         # Files are served from Gradio's cache, never by their workspace path.
         served = httpx.get(f"{demo.local_url}gradio_api/file={image}")
         assert served.status_code == 200 and served.content == Path(image).read_bytes()
-        [conv] = demo.chat_app._conversations.values()
+        [conv] = demo.chat_app.conversations.values()
         made = next(conv.workspace.root.glob("outputs/*/*/*.png"))
         assert made.read_bytes() == Path(image).read_bytes()
         assert httpx.get(f"{demo.local_url}gradio_api/file={made}").status_code == 403
@@ -182,11 +182,12 @@ def test_image_request_streams_plan_models_progress_media_and_answer(llm_server,
 
 
 def test_eight_conversations_at_once_each_get_only_their_own_files_and_answer(fake_app, tmp_path):
-    results, errors = {}, []
+    results, errors, clients = {}, [], []
 
     def converse(n):
         try:
             client = Client(fake_app.local_url, verbose=False)
+            clients.append(client)  # kept open: a closed client's page "leaves" and its conversation goes
             results[n] = send(
                 client,
                 f"[conv-{n}] caption this, draw it and read it aloud",
@@ -225,7 +226,7 @@ def test_eight_conversations_at_once_each_get_only_their_own_files_and_answer(fa
             f"[conv-{n}]"
         )
     assert len(set(seen_files.values())) == 8  # eight different pictures, one per conversation
-    roots = {c.workspace.root for c in fake_app.chat_app._conversations.values()}
+    roots = {c.workspace.root for c in fake_app.chat_app.conversations.values()}
     assert len(roots) >= 8
 
 
@@ -418,10 +419,10 @@ def test_new_conversation_gets_a_fresh_workspace_and_history(llm_server, tmp_pat
     assert fresh.workspace.root != first.workspace.root and fresh.history == [] and fresh.display == []
     assert "a.png" not in fresh.workspace.files() and not first.workspace.root.exists()  # files deleted
 
-    chat.max_conversations = 3  # API clients that never leave: the least recently used go first
+    chat.conversations.limit = 3  # API clients that never leave: the least recently used go first
     for n in range(3, 7):
         chat.conversation(f"s{n}")
-    assert list(chat._conversations) == ["s4", "s5", "s6"]
+    assert list(chat.conversations) == ["s4", "s5", "s6"]
 
 
 def test_zerogpu_wraps_local_model_calls_in_spaces_gpu(monkeypatch, tmp_path):

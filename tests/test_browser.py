@@ -150,12 +150,12 @@ def test_browser_streams_plan_models_media_and_answer(llm_server, tiny_catalog, 
             for shot in shots:
                 shutil.copy(shot, SCREENSHOTS / shot.name)
             # leaving the page ends the conversation: it is forgotten and its files deleted
-            [conv] = demo.chat_app._conversations.values()
+            [conv] = demo.chat_app.conversations.values()
             page.close()
             deadline = time.time() + 15
-            while demo.chat_app._conversations and time.time() < deadline:
+            while demo.chat_app.conversations and time.time() < deadline:
                 time.sleep(0.1)
-            assert not demo.chat_app._conversations and not conv.workspace.root.exists()
+            assert not demo.chat_app.conversations and not conv.workspace.root.exists()
             print(
                 f"\nbrowser: plan shown {plan_seconds:.2f} s after pressing Enter; "
                 f"screenshots in {SCREENSHOTS}"
@@ -164,7 +164,7 @@ def test_browser_streams_plan_models_media_and_answer(llm_server, tiny_catalog, 
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)  # what the page showed when it failed
             with contextlib.suppress(Exception):  # the page may be closed already
                 page.screenshot(path=str(SCREENSHOTS / "app_browser_failure.png"), full_page=True)
-            for conv in demo.chat_app._conversations.values():  # what each task did, as the trace has it
+            for conv in demo.chat_app.conversations.values():  # what each task did, as the trace has it
                 for trace in conv.traces:
                     print("trace at failure:", Path(trace).read_text()[-4000:])
             raise

@@ -12,6 +12,8 @@ from hugginggpt.catalog import ENV_VAR, Catalog, ModelCard, load_catalog, prompt
 from hugginggpt.catalog.prompt import estimate_tokens
 from hugginggpt.catalog.rules import LOCAL_LIBRARIES
 from hugginggpt.catalog.storefile import Store, write_store
+from hugginggpt.cli import parser, settings_from_args
+from hugginggpt.factory import build_catalog
 from hugginggpt.tasks import CONTROLS, TASKS
 
 # Tasks for which the reference list has fewer than 20 models, and the ControlNet family it lacks.
@@ -229,7 +231,8 @@ def test_env_var_files_load_before_cli_files(tmp_path, monkeypatch):
     first.write_text('{"id": "m", "task": "translation", "downloads": 1, "description": "from env"}\n')
     second.write_text('{"id": "m", "task": "translation", "description": "from cli"}\n')
     monkeypatch.setenv(ENV_VAR, f"{first}{__import__('os').pathsep}{tmp_path / 'gone.yaml'}")
-    catalog = load_catalog([second])
+    settings = settings_from_args(parser().parse_args(["--catalog", str(second), "hi"]))
+    catalog = build_catalog(settings)
     m = catalog.get("m", "translation")
     assert m.description == "from cli" and m.downloads == 1
     assert catalog.problems == [

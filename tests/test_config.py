@@ -1,5 +1,7 @@
 """Settings: defaults, YAML file, environment, explicit overrides, in that order."""
 
+import os
+
 import pytest
 
 from hugginggpt.config import Settings, load_settings
@@ -50,3 +52,34 @@ def test_unknown_keys_in_the_file_are_refused(tmp_path):
     config.write_text("top_kk: 3\n")
     with pytest.raises(ValueError, match="unknown settings: top_kk"):
         load_settings(config, environ={})
+
+
+@pytest.mark.parametrize(
+    "env, public",
+    [
+        ({}, False),
+        ({"GRADIO_SERVER_NAME": "127.0.0.1"}, False),
+        ({"GRADIO_SERVER_NAME": "localhost"}, False),
+        ({"GRADIO_SERVER_NAME": "0.0.0.0"}, True),  # a LAN sees it
+        ({"GRADIO_SERVER_NAME": "192.168.1.5"}, True),
+        ({"SPACE_ID": "me/hugginggpt"}, True),
+        ({"GRADIO_SERVER_NAME": "0.0.0.0", "HUGGINGGPT_PUBLIC": "0"}, False),  # the operator's explicit word
+        ({"HUGGINGGPT_PUBLIC": "1"}, True),
+    ],
+)
+def test_public_means_reachable_by_strangers(env, public):
+    assert load_settings(environ=env).is_public is public
+
+
+def test_the_app_limits_and_catalog_files_are_settings_too(tmp_path):
+    s = load_settings(
+        environ={
+            "HUGGINGGPT_APP_MAX_UPLOAD_MB": "2.5",
+            "HUGGINGGPT_APP_CONCURRENCY": "3",
+            "HUGGINGGPT_CATALOG": f"{tmp_path / 'a.yaml'}{os.pathsep}{tmp_path / 'b.jsonl'}",
+        }
+    )
+    assert (s.max_upload_bytes, s.app_concurrency) == (2_500_000, 3)
+    assert s.catalog_paths == (str(tmp_path / "a.yaml"), str(tmp_path / "b.jsonl"))
+    with pytest.raises(ValueError, match="app_concurrency"):
+        load_settings(environ={"HUGGINGGPT_APP_CONCURRENCY": "0"})

@@ -18,6 +18,7 @@ from hugginggpt.endpoints import (
     LocalEndpoint,
     ModelUnavailable,
     RoutedEndpoint,
+    Stopped,
     build_endpoint,
 )
 
@@ -50,7 +51,7 @@ class Recording(Endpoint):
 
 
 def routed(policy: str, local: Recording, hosted: Recording) -> RoutedEndpoint:
-    return RoutedEndpoint(policy, local=local, hosted=hosted)
+    return RoutedEndpoint(policy, {"local": local, "hosted": hosted})
 
 
 def test_hybrid_runs_local_first_and_stops_there(tmp_path):
@@ -102,7 +103,7 @@ def test_hybrid_unavailable_when_no_backend_can_run(tmp_path):
 def test_hybrid_does_not_fall_back_once_stopped(tmp_path):
     """A local call ended by Stop must not start the same task again on hosted inference."""
     stop = threading.Event()
-    local, hosted = Recording("local", error=EndpointError("acme/model: stopped")), Recording("hosted")
+    local, hosted = Recording("local", error=Stopped("acme/model: stopped")), Recording("hosted")
     local_run = local.run
 
     def run_then_stop(*args, **kwargs):
@@ -110,7 +111,7 @@ def test_hybrid_does_not_fall_back_once_stopped(tmp_path):
         return local_run(*args, **kwargs)
 
     local.run = run_then_stop
-    with pytest.raises(EndpointError, match="local: acme/model: stopped; hosted: stopped"):
+    with pytest.raises(Stopped, match="acme/model: stopped"):
         routed("hybrid", local, hosted).run("summarization", CARD, {"text": "x"}, tmp_path, stop=stop)
     assert hosted.runs() == 0
 
@@ -124,7 +125,7 @@ def test_local_endpoint_reports_a_stopped_run(tmp_path, monkeypatch):
 
     marker = threading.Event()
     monkeypatch.setattr(models_local, "run", stopped_run)
-    with pytest.raises(EndpointError, match="acme/model: stopped") as caught:
+    with pytest.raises(Stopped, match="acme/model: stopped") as caught:
         LocalEndpoint().run("summarization", CARD, {"text": "x"}, tmp_path, stop=marker)
     assert not isinstance(caught.value, ModelUnavailable)  # a stop is not "cannot run this model"
 
@@ -180,7 +181,7 @@ def test_policies_and_describe():
     with pytest.raises(ValueError, match="local, hosted, hybrid"):
         build_endpoint("cloud")
     with pytest.raises(ValueError, match="no backend"):
-        RoutedEndpoint("local", hosted=Recording("hosted"))
+        RoutedEndpoint("local", {"hosted": Recording("hosted")})
 
 
 # --- the local endpoint over the real models_local runtime ---------------------------------------

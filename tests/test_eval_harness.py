@@ -39,10 +39,10 @@ POOR = {
     "10000001": [plan(t(0, "image-classification", {"image": "example.jpg"}))],
     "10000002": [plan(t(0, "translation", {"text": "Good morning, how are you?"}))],
     "10000003": [plan(t(0, "image-to-image", {"image": "example.jpg", "text": "make the sky purple"}))],
-    "10000004": [  # forgets `dep` first, fixes it when told
+    "10000004": [  # names an argument wrongly first, fixes it when told
         plan(
-            t(0, "automatic-speech-recognition", {"audio": "example.wav"}),
-            t(1, "summarization", {"text": "<resource>-0"}),
+            t(0, "automatic-speech-recognition", {"recording": "example.wav"}),
+            t(1, "summarization", {"text": "<resource>-0"}, dep=[0]),
         ),
         plan(
             t(0, "automatic-speech-recognition", {"audio": "example.wav"}),

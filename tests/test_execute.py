@@ -6,10 +6,11 @@ import time
 import pytest
 from fakes.endpoints import FakeEndpoint, cards
 
-from hugginggpt.events import TaskFailed, TaskSkipped, TaskStarted
-from hugginggpt.execute import ExecutionSettings, execute_plan
+from hugginggpt.events import PickSource, TaskFailed, TaskSkipped, TaskStarted
+from hugginggpt.execute import ExecutionSettings, RunContext, execute_steps
 from hugginggpt.plan import parse_plan
-from hugginggpt.select import Choice
+from hugginggpt.records import TaskStatus
+from hugginggpt.selection import Choice
 from hugginggpt.workspace import Workspace
 
 
@@ -23,26 +24,34 @@ def workspace(tmp_path):
 
 def choose(plan, models_per_task=("m1", "m2")):
     return {
-        t.id: Choice(t.id, t.task, c[0], "test", c)
+        t.id: Choice(t.id, t.task, c[0], "test", tuple(c))
         for t in plan.tasks
         for c in [cards(*[(m, t.task, 10 - i) for i, m in enumerate(models_per_task)])]
     }
 
 
-def run(plan, endpoint, workspace, **settings):
-    records = {}
-    events = list(
-        execute_plan(
-            plan,
-            choose(plan),
-            endpoint,
-            workspace,
-            workspace.run_dir("r1"),
-            records,
-            ExecutionSettings(**settings),
-        )
+def context(workspace, endpoint, cancelled=None, **settings):
+    return RunContext(
+        endpoint,
+        workspace,
+        workspace.run_dir("r1"),
+        ExecutionSettings(**settings),
+        cancelled or threading.Event(),
     )
-    return events, records
+
+
+def drain(stream):
+    """Every event of an execution, and its records by task id."""
+    events = []
+    while True:
+        try:
+            events.append(next(stream))
+        except StopIteration as end:
+            return events, {r.id: r for r in end.value}
+
+
+def run(plan, endpoint, workspace, **settings):
+    return drain(execute_steps(plan, choose(plan), context(workspace, endpoint, **settings)))
 
 
 FOUR = parse_plan(
@@ -141,22 +150,12 @@ def test_cancelling_stops_a_running_call_at_once(workspace):
     plan = parse_plan('[{"task": "text-to-image", "id": 0, "dep": [-1], "args": {"text": "a"}}]')
     endpoint = FakeEndpoint(hanging={"m1", "m2"}, hang=20)
     cancelled = threading.Event()
-    records = {}
-    stream = execute_plan(
-        plan,
-        choose(plan),
-        endpoint,
-        workspace,
-        workspace.run_dir("r"),
-        records,
-        ExecutionSettings(task_timeout=30),
-        cancelled=cancelled,
-    )
+    stream = execute_steps(plan, choose(plan), context(workspace, endpoint, cancelled, task_timeout=30))
     assert isinstance(next(stream), TaskStarted)
     threading.Timer(0.2, cancelled.set).start()
-    events = list(stream)  # ends soon after the cancel, not after the 20 s the call would take
+    events, records = drain(stream)  # ends soon after the cancel, not after the 20 s the call would take
     assert endpoint.stopped == ["m1"] and [c[1] for c in endpoint.calls] == ["m1"]
-    assert records[0].status == "failed" and records[0].error == "cancelled"
+    assert records[0].status is TaskStatus.STOPPED
     assert not any(isinstance(e, TaskStarted) for e in events)
 
 
@@ -166,10 +165,10 @@ def test_independent_branch_still_runs_when_another_fails(workspace):
         ' {"task": "image-classification", "id": 1, "dep": [0], "args": {"image": "<resource>-0"}},'
         ' {"task": "summarization", "id": 2, "dep": [-1], "args": {"text": "b"}}]'
     )
-    records = {}
     choices = choose(plan)
-    choices[0] = Choice(0, "text-to-image", None, "no model in the catalog can run text-to-image here")
-    list(execute_plan(plan, choices, FakeEndpoint(), workspace, workspace.run_dir("r"), records))
+    reason = "no model in the catalog can run text-to-image here"
+    choices[0] = Choice(0, "text-to-image", None, reason, (), PickSource.NO_CANDIDATE)
+    _, records = drain(execute_steps(plan, choices, context(workspace, FakeEndpoint())))
     assert records[0].status == "failed" and "no model" in records[0].error
     assert records[1].status == "skipped" and records[2].status == "done"
 
@@ -185,10 +184,7 @@ def test_file_outside_the_workspace_is_refused_before_running(workspace):
 def test_closing_the_stream_cancels_tasks_not_yet_started(workspace):
     endpoint = FakeEndpoint(duration=0.2)
     cancelled = threading.Event()
-    records = {}
-    stream = execute_plan(
-        CHAIN, choose(CHAIN), endpoint, workspace, workspace.run_dir("r"), records, cancelled=cancelled
-    )
+    stream = execute_steps(CHAIN, choose(CHAIN), context(workspace, endpoint, cancelled))
     assert isinstance(next(stream), TaskStarted)
     stream.close()
     assert cancelled.is_set()

@@ -4,7 +4,8 @@ import pytest
 
 from hugginggpt.config import Settings
 from hugginggpt.factory import build_llm
-from hugginggpt.llm import LLMError, LocalChatLLM
+from hugginggpt.llm import LLMError
+from hugginggpt.llm_local import LocalChatLLM
 from hugginggpt.planner import make_plan
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello world"}]
@@ -18,9 +19,11 @@ def test_no_server_configured_means_a_local_model():
 
 def test_local_model_completes_and_streams_with_token_counts(tiny):
     llm = LocalChatLLM(tiny("llama-chat"), max_new_tokens=8)
-    text = llm.complete(MESSAGES, stage="plan", schema={"type": "object"})
+    completion = llm.complete(MESSAGES, stage="plan", schema={"type": "object"})
     pieces = list(llm.stream(MESSAGES, stage="respond"))
-    assert isinstance(text, str) and "".join(pieces) == llm.calls[1].reply
+    assert completion.text == llm.calls[0].reply and completion.cut is None
+    assert "".join(pieces) == llm.calls[1].reply
+    assert completion.usage == llm.calls[0].usage
     assert [c.stage for c in llm.calls] == ["plan", "respond"]
     assert llm.calls[0].usage.prompt_tokens > 5 and llm.calls[0].usage.completion_tokens <= 8
 

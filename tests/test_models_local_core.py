@@ -16,7 +16,7 @@ from models_local import ModelTooLarge, Runtime, RuntimeUnsupported
 from models_local.handlers import HANDLERS
 from models_local.handlers.base import Handler
 from models_local.io import read_audio, read_image
-from models_local.runtime import folder_size, loaded_size
+from models_local.sizing import folder_size, loaded_size
 
 TEXT = {"text": "the cat sat on the mat"}
 QA = {"text": "where is the cat?", "context": "the cat sat on the mat"}
@@ -31,7 +31,7 @@ def test_size_estimate_from_safetensors_header_matches_loaded_model(tiny):
     runtime = Runtime(memory_budget_bytes=2**30, device="cpu")
     runtime.run("text-classification", folder, TEXT, tiny.root / "out")
     estimate = folder_size(Path(folder), half=False)
-    (entry,) = runtime._cache.values()
+    (entry,) = runtime._cache.entries.values()
     assert runtime.used == loaded_size(entry.obj)
     # the header counts the saved tensors; the loaded model adds a few non-persistent buffers
     assert 0.95 * runtime.used <= estimate <= runtime.used
@@ -65,6 +65,30 @@ def test_model_over_budget_is_refused_before_loading(tiny):
     assert isinstance(ModelTooLarge("x"), RuntimeUnsupported)  # callers may catch either
     assert runtime.can_run("text-classification", "any/model", size_bytes=size - 1)
     assert not runtime.can_run("text-classification", "any/model", size_bytes=size)
+
+
+def test_loads_evictions_and_refusals_are_logged_for_the_operator(tiny, caplog):
+    import logging
+    import re
+
+    a, b = tiny("bert-classifier"), tiny("bert-qa")
+    budget = int(max(_sizes(tiny, "bert-classifier", "bert-qa")) * 1.5)  # room for one model only
+    runtime = Runtime(memory_budget_bytes=budget, device="cpu")
+    out = tiny.root / "out"
+    with caplog.at_level(logging.INFO, logger="models_local"):
+        runtime.run("text-classification", a, TEXT, out)
+        runtime.run("question-answering", b, QA, out)  # evicts a
+        with pytest.raises(RuntimeUnsupported):
+            runtime.run("make-coffee", a, TEXT, out)
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    size_and_seconds = r"\(\d+ MiB.*\d+\.\d+ s"
+    loads = [m for m in lines if m.startswith("loaded ")]
+    assert [m.split()[1] for m in loads] == [a, b]
+    assert all(re.search(r"in \d+\.\d+ s \(\d+ MiB", m) for m in loads), loads
+    (evicted,) = [m for m in lines if m.startswith("evicted ")]
+    assert evicted.startswith(f"evicted {a} ") and re.search(size_and_seconds, evicted), evicted
+    (refused,) = [m for m in lines if m.startswith("refused ")]
+    assert "make-coffee" in refused and "no handler" in refused
 
 
 def test_concurrent_first_use_loads_once(tiny):
@@ -547,7 +571,7 @@ def test_a_model_in_use_is_not_evicted_nor_loaded_twice(tiny):
         assert a in runtime.cached()  # still counted: its memory is still taken
         asker.start()  # another request for `a`: it waits for the copy in use, it loads no second one
         for _ in range(300):
-            entries = [e for (_, m), e in runtime._cache.items() if m == a]
+            entries = [e for (_, m), e in runtime._cache.entries.items() if m == a]
             if not asker.is_alive() or (entries and entries[0].users == 2):
                 break
             threading.Event().wait(0.05)

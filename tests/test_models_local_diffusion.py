@@ -147,11 +147,11 @@ def test_half_precision_pipelines(task, model, request, tmp_path):
     """On a GPU the runtime loads in float16 (checked here on CPU)."""
     import torch
 
+    from models_local.gate import LOAD_GATE
     from models_local.handlers import HANDLERS, Device, Outputs
-    from models_local.runtime import _LOAD_GATE
 
     handler = HANDLERS[task]
-    with _LOAD_GATE.hold(torch.float16):  # as the runtime loads: no other load may overlap this one
+    with LOAD_GATE.hold(torch.float16):  # as the runtime loads: no other load may overlap this one
         pipe = handler.load(request.getfixturevalue(model), Device("cpu", torch.float16))
     assert torch.get_default_dtype() == torch.float32  # a float16 default would blacken later images
     assert pipe.unet.dtype == torch.float16

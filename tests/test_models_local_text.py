@@ -200,5 +200,5 @@ def test_half_precision_paths(tiny, tmp_path, task, name, inputs):
     runtime.device = Device("cpu", torch.float16)
     artifacts = runtime.run(task, tiny(name), inputs, tmp_path)
     assert set(TASKS[task].outputs) <= {a["kind"] for a in artifacts}
-    (entry,) = runtime._cache.values()
+    (entry,) = runtime._cache.entries.values()
     assert entry.obj.model.dtype == torch.float16

@@ -249,11 +249,11 @@ def test_half_precision_inputs_follow_the_model(task, model, extra, request, pho
     """On a GPU the runtime loads in float16: pixel inputs must be cast to it (checked here on CPU)."""
     import torch
 
+    from models_local.gate import LOAD_GATE
     from models_local.handlers import HANDLERS, Device, Outputs
-    from models_local.runtime import _LOAD_GATE
 
     handler = HANDLERS[task]
-    with _LOAD_GATE.hold(torch.float16):  # as the runtime loads: no other load may overlap this one
+    with LOAD_GATE.hold(torch.float16):  # as the runtime loads: no other load may overlap this one
         loaded = handler.load(request.getfixturevalue(model), Device("cpu", torch.float16))
     assert torch.get_default_dtype() == torch.float32  # a float16 default would poison later tests
     out = Outputs(tmp_path)

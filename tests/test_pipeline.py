@@ -12,6 +12,8 @@ from hugginggpt.events import (
     AnswerDelta,
     Done,
     ModelSelected,
+    Outcome,
+    PickSource,
     PlanReady,
     PlanRejected,
     StageStarted,
@@ -147,8 +149,22 @@ def test_pick_that_is_not_a_candidate_is_replaced_and_recorded(server, photo, tm
     server.script("respond", "ok")
     events, done, _ = run(pipeline(server), "detect", tmp_path, files=[photo])
     pick = next(e for e in events if isinstance(e, ModelSelected) and e.task_id == 0)
-    assert pick.model == "det-big" and pick.substituted and "made/up-model" in pick.reason
+    assert (
+        pick.model == "det-big"
+        and pick.source is PickSource.NOT_A_CANDIDATE
+        and "made/up-model" in pick.reason
+    )
     assert done.trace["choices"]["0"]["substituted"] is True
+    assert done.trace["choices"]["0"]["source"] == "not_a_candidate"
+
+
+def test_a_failed_selection_call_is_recorded_as_such_not_as_a_bad_pick(server, photo, tmp_path):
+    server.script("plan", PLAN).script("select", Reply("overloaded", status=500)).script("respond", "ok")
+    events, done, _ = run(pipeline(server), "detect", tmp_path, files=[photo])
+    pick = next(e for e in events if isinstance(e, ModelSelected) and e.task_id == 0)
+    assert pick.model == "det-big" and pick.source is PickSource.SELECTION_FAILED
+    assert "model selection failed" in pick.reason and "HTTP 500" in pick.reason
+    assert done.ok and done.trace["choices"]["0"]["source"] == "selection_failed"
 
 
 def test_rejected_plans_are_visible_then_corrected(server, photo, tmp_path):
@@ -328,7 +344,8 @@ def test_stop_during_planning_makes_no_further_llm_call(server, photo, tmp_path)
         events.append(event)
         if isinstance(event, PlanReady):
             cancelled.set()  # the person pressed Stop while the plan was being made
-    assert events[-1].error == "cancelled" and server.stages() == ["plan"]
+    assert events[-1].outcome is Outcome.CANCELLED and events[-1].error is None
+    assert server.stages() == ["plan"]
     assert not any(isinstance(e, (ModelSelected, TaskStarted, AnswerDelta)) for e in events)
 
 
@@ -354,7 +371,7 @@ def test_a_server_that_echoes_the_api_key_in_its_error_never_gets_it_into_chat_o
     server.script("plan", Reply("invalid token sk-secret-key for this route", status=403))
     _, done, _ = run(pipeline(server), "hi", tmp_path)
     assert "HTTP 403" in done.error and "invalid token" in done.error
-    trace_text = open(done.trace["trace_file"]).read()
+    trace_text = done.trace_file.read_text()
     assert "sk-secret-key" not in done.error + json.dumps(done.trace, default=str) + trace_text
 
 
@@ -453,4 +470,4 @@ def test_a_selection_with_thoughts_or_prose_around_it_is_still_read(server, phot
     server.script("plan", PLAN).script("select", reply).script("respond", "ok")
     events, _, _ = run(pipeline(server), "detect", tmp_path, files=[photo])
     pick = next(e for e in events if isinstance(e, ModelSelected) and e.task_id == 0)
-    assert (pick.model, pick.reason, pick.substituted) == ("det-small", "smaller", False)
+    assert (pick.model, pick.reason, pick.source) == ("det-small", "smaller", PickSource.LLM)

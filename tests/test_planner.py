@@ -1,5 +1,7 @@
 """Planning against the fake LLM server through the real openai client."""
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -181,3 +183,40 @@ def test_prompt_says_what_each_argument_is_for_when_the_name_does_not():
     assert "the question" in qa and "the text holding the answer" in qa
     vqa = next(line for line in system.splitlines() if line.startswith("- visual-question-answering:"))
     assert "the question" in vqa
+
+
+@pytest.mark.parametrize(
+    "reply, problem",
+    [
+        ("[" * 10_000, "nests brackets"),
+        ('{"tasks": ' + "[" * 5000 + "]" * 5000 + "}", "nests brackets"),
+        ("[" * 150_000, "characters long"),
+        (
+            json.dumps(
+                [{"task": "summarization", "id": i, "dep": [-1], "args": {"text": "x"}} for i in range(500)]
+            ),
+            "at most 30",
+        ),
+    ],
+)
+def test_hostile_plans_are_refused_quickly_and_not_echoed_in_full(server, reply, problem):
+    server.script("plan", reply)
+    started = time.perf_counter()
+    outcome = make_plan(llm_for(server), "caption a.jpg", rules=RULES, max_retries=1)
+    assert outcome.plan is None and problem in outcome.error
+    assert time.perf_counter() - started < 30  # bounded; bench/hostile_input.py has the numbers
+    correction = server.requests[1]["messages"]
+    assert len(correction[-2]["content"]) < 5000  # the rejected reply is not sent back whole
+    assert len(correction[-1]["content"]) < 10_000
+
+
+def test_a_task_listing_fifteen_thousand_dependencies_is_rejected_in_linear_time(server):
+    reply = json.dumps(
+        [{"task": "summarization", "id": 0, "dep": list(range(1, 15_001)), "args": {"text": "x"}}]
+    )
+    server.script("plan", reply)
+    started = time.perf_counter()
+    outcome = make_plan(llm_for(server), "summarize", rules=RULES, max_retries=0)
+    assert outcome.plan is None and "not in the plan" in outcome.error
+    assert time.perf_counter() - started < 30  # bounded; bench/hostile_input.py has the numbers
+    assert len(outcome.problems[0]) <= 21  # at most 20 problems and a line saying how many more

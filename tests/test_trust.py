@@ -270,6 +270,6 @@ def test_a_public_only_llm_client_talks_to_public_servers(monkeypatch):
         llm = OpenAICompatibleLLM(
             base_url=server.url, model="m", api_key="k", timeout=5, max_retries=0, public_only=True
         )
-        assert llm.complete([{"role": "user", "content": "hi"}], stage="plan") == "hello"
+        assert llm.complete([{"role": "user", "content": "hi"}], stage="plan").text == "hello"
         assert "".join(llm.stream([{"role": "user", "content": "hi"}], stage="respond")) == "hello"
         assert server.requests[0]["messages"][0]["content"] == "hi"

@@ -1,43 +1,39 @@
-"""The chat logic behind the Gradio app: conversations per browser session, one request at a time.
+"""The chat logic behind the Gradio app: one request at a time per conversation, streamed.
 
 Nothing here is module-level state: a ChatApp holds the shared, read-only parts (catalog, model
-runtimes) and a table of conversations keyed by Gradio's session hash. The API key a person types
-lives only in the request that carries it and in the LLM client built for that request.
+backends, LLM clients) and the table of conversations. The API key a person types lives only in
+the request that carries it and in the LLM client built for it.
 """
 
 from __future__ import annotations
 
 import contextvars
 import logging
-import os
 import queue
-import shutil
 import threading
 import time
-import uuid
-from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hugginggpt import urlguard
 from hugginggpt.catalog import Catalog
-from hugginggpt.config import INFERENCE_MODES, Settings
-from hugginggpt.endpoints import Endpoint, HostedEndpoint, LocalEndpoint, RoutedEndpoint
-from hugginggpt.events import Done
-from hugginggpt.factory import DEFAULT_SERVER_MODEL, build_catalog, build_llm
-from hugginggpt.llm import LLM, OPENAI_BASE_URL, LocalChatLLM, Message, without_credentials
+from hugginggpt.config import Settings
+from hugginggpt.endpoints import Endpoint
+from hugginggpt.events import Done, ErrorKind, Outcome
+from hugginggpt.factory import build_catalog
+from hugginggpt.llm import LLM
 from hugginggpt.pipeline import Pipeline
-from hugginggpt.workspace import Workspace
 
-from .gpu import on_gpu
+from .backends import Backends
+from .conversations import Conversation, ConversationTable
 from .render import RunView
+from .session_settings import LLMChoice, merge_settings
+from .status import status_line
 from .uploads import check_upload
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_UPLOAD_BYTES = 20_000_000
+ENDED_EARLY = "Internal error: the request ended early."
 BUSY = "A request is still running in this conversation: wait for it, or press Stop."
 STOP_GRACE_SECONDS = 2.0  # after Stop, how long the run may take to wind down before the chat moves on
 
@@ -49,26 +45,7 @@ CONFIGURE_HINT = (
     "variables `HUGGINGGPT_LLM_BASE_URL`, `HUGGINGGPT_LLM_MODEL` and `OPENAI_API_KEY`."
 )
 
-
-@dataclass
-class Conversation:
-    workspace: Workspace
-    history: list[Message] = field(default_factory=list)  # what the LLM sees of earlier turns
-    display: list[dict[str, Any]] = field(default_factory=list)  # the chat as shown
-    traces: list[str] = field(default_factory=list)
-    requests: int = 0
-    cancel: threading.Event | None = None  # set while a request runs
-
-
-@dataclass(frozen=True)
-class LLMChoice:
-    """What a person typed in the settings panel (empty strings mean: the server's default)."""
-
-    base_url: str = ""
-    model: str = ""
-    api_key: str = field(default="", repr=False)
-    inference: str = ""
-    top_k: int | float | None = None
+__all__ = ["BUSY", "ChatApp", "Conversation", "LLMChoice"]
 
 
 class ChatApp:
@@ -79,136 +56,52 @@ class ChatApp:
         catalog: Catalog | None = None,
         endpoint: Endpoint | None = None,
         llm: LLM | None = None,
-        max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
+        max_upload_bytes: int | None = None,
         public_llm_only: bool | None = None,
         max_conversations: int = 500,
     ):
         self.settings = settings
         self.catalog = catalog if catalog is not None else build_catalog(settings)
-        self.endpoint = endpoint  # injected: used for every inference mode
-        self.llm = llm  # injected: shared by every session (its call log is too)
-        self.max_upload_bytes = max_upload_bytes
-        # On a public Space a typed base URL must not reach the host's private network.
-        self.public_llm_only = (
-            bool(os.environ.get("SPACE_ID")) if public_llm_only is None else public_llm_only
-        )
+        self.max_upload_bytes = max_upload_bytes or settings.max_upload_bytes
+        # On a public app a typed base URL must not reach the host's private network.
+        self.public_llm_only = settings.is_public if public_llm_only is None else public_llm_only
         self.workdir = Path(settings.workdir).resolve()
-        self.max_conversations = max_conversations
-        self._conversations: OrderedDict[str, Conversation] = OrderedDict()
-        self._backends: dict[str, Endpoint] = {}
-        self._local_llms: dict[str, LLM] = {}
-        self._lock = threading.Lock()
-
-    # ---- conversations ------------------------------------------------------------------------
+        self.conversations = ConversationTable(self.workdir, limit=max_conversations, welcome=self.welcome)
+        self.backends = Backends(settings, llm=llm, endpoint=endpoint, public=self.public_llm_only)
 
     def conversation(self, session: str) -> Conversation:
-        evicted = []
-        with self._lock:
-            conv = self._conversations.get(session)
-            if conv is None:
-                # A random folder name: the session hash is known to the browser, the folder is not.
-                conv = Conversation(Workspace.create(self.workdir, uuid.uuid4().hex), display=self.welcome())
-                self._conversations[session] = conv
-                # API clients never "leave the page": forget the least recently used idle ones.
-                idle = [k for k, c in self._conversations.items() if c.cancel is None and k != session]
-                while len(self._conversations) > self.max_conversations and idle:
-                    evicted.append(self._conversations.pop(idle.pop(0)))
-            self._conversations.move_to_end(session)
-        for old in evicted:
-            _remove(old)
-        return conv
+        return self.conversations.get(session)
 
     def reset(self, session: str) -> None:
         """A new conversation for this session: fresh workspace and history."""
-        self.drop(session)
+        self.conversations.drop(session)
 
     def drop(self, session: str) -> None:
-        """Forget a conversation and delete its files (its downloads stay in Gradio's cache)."""
-        with self._lock:
-            conv = self._conversations.pop(session, None)
-        if conv is not None:
-            _remove(conv)
+        """Forget a conversation and delete its files."""
+        self.conversations.drop(session)
 
     def stop(self, session: str) -> bool:
-        with self._lock:
-            conv = self._conversations.get(session)
+        conv = self.conversations.find(session)
         if conv is None or conv.cancel is None:
             return False
         conv.cancel.set()
         return True
 
-    # ---- parts per request --------------------------------------------------------------------
-
     def request_settings(self, choice: LLMChoice, *, resolve: bool = True) -> Settings:
-        """The server's settings with this session's choices; raises ValueError for bad input.
-
-        `resolve=False` skips the DNS look-up of a typed base URL (for the status line)."""
-        s = self.settings
-        base_url = choice.base_url.strip() or None
-        key = choice.api_key.strip() or None
-        if base_url and base_url != s.llm_base_url:
-            if not base_url.startswith(("http://", "https://")):
-                raise ValueError(f"The LLM base URL must start with http:// or https:// (got `{base_url}`).")
-            if self.public_llm_only and resolve:
-                try:
-                    urlguard.check_url(base_url)
-                except urlguard.URLRefused as e:
-                    raise ValueError(f"This app only talks to public LLM servers: {e}.") from None
-            # Never send the server's own key to a URL somebody typed.
-            s = replace(s, llm_base_url=base_url, llm_api_key=key)
-        elif key:
-            s = replace(s, llm_api_key=key)
-        mode = choice.inference or s.inference
-        if mode not in INFERENCE_MODES:
-            raise ValueError(f"Inference mode must be one of {', '.join(INFERENCE_MODES)}.")
-        top_k = int(choice.top_k) if choice.top_k else s.top_k
-        return replace(s, llm_model=choice.model.strip() or s.llm_model, inference=mode, top_k=max(1, top_k))
+        """The server's settings with this session's choices; raises ValueError for bad input."""
+        return merge_settings(self.settings, choice, public=self.public_llm_only, resolve=resolve)
 
     def llm_for(self, s: Settings) -> LLM:
-        if self.llm is not None and (s.llm_base_url, s.llm_model) == (
-            self.settings.llm_base_url,
-            self.settings.llm_model,
-        ):
-            return self.llm
-        if s.uses_server:
-            # A URL a visitor typed: no redirect or second DNS answer may lead to the host's network.
-            typed = self.public_llm_only and s.llm_base_url != self.settings.llm_base_url
-            return build_llm(
-                s, public_only=typed
-            )  # a client per request: its call log is this request's trace
-        name = s.llm_model or s.local_llm_model
-        with self._lock:  # a local model is loaded once and shared
-            if name not in self._local_llms:
-                self._local_llms[name] = LocalChatLLM(name)
-            return self._local_llms[name]
-
-    def endpoint_for(self, mode: str, context: contextvars.Context | None = None) -> Endpoint:
-        if self.endpoint is not None:
-            return self.endpoint
-        with self._lock:  # one local runtime and one hosted client for every session
-            if "local" not in self._backends:
-                self._backends["local"] = LocalEndpoint()
-                self._backends["hosted"] = HostedEndpoint(
-                    token=self.settings.hf_token, provider=self.settings.hf_provider
-                )
-        local = on_gpu(self._backends["local"], context) if mode in ("local", "hybrid") else None
-        hosted = self._backends["hosted"] if mode in ("hosted", "hybrid") else None
-        return RoutedEndpoint(mode, local=local, hosted=hosted)
+        return self.backends.llm_for(s)
 
     def status(self, choice: LLMChoice) -> str:
         try:
             s = self.request_settings(choice, resolve=False)
         except ValueError as e:
             return f"**Settings problem:** {e}"
-        if s.uses_server:
-            url = without_credentials(s.llm_base_url or OPENAI_BASE_URL)
-            llm = f"{s.llm_model or DEFAULT_SERVER_MODEL} at {url}"
-        else:
-            llm = f"{s.llm_model or s.local_llm_model} (local transformers; no LLM server configured)"
-        endpoint = self.endpoint_for(s.inference).describe()
-        return (
-            f"**LLM:** {llm} · **Models run:** {endpoint} · "
-            f"**Catalog:** {len(self.catalog)} models · top-K {s.top_k}"
+        endpoint = self.backends.endpoint_for(s.inference).describe()
+        return status_line(
+            s, endpoint=endpoint, catalog_size=len(self.catalog), catalog_problems=len(self.catalog.problems)
         )
 
     def welcome(self) -> list[dict[str, Any]]:
@@ -263,7 +156,7 @@ class ChatApp:
             pipeline = Pipeline(
                 llm=self.llm_for(s),
                 catalog=self.catalog,
-                endpoint=self.endpoint_for(s.inference, contextvars.copy_context()),
+                endpoint=self.backends.endpoint_for(s.inference, contextvars.copy_context()),
                 settings=s,
             )
         except ValueError as e:
@@ -272,11 +165,7 @@ class ChatApp:
             return
 
         cancel = threading.Event()
-        with self._lock:  # one request at a time per conversation, also for API clients
-            busy = conv.cancel is not None
-            if not busy:
-                conv.cancel = cancel
-        if busy:
+        if not self.conversations.claim(conv, cancel):  # one request at a time, also for API clients
             yield conv.display + [_note(BUSY)], conv.traces, True
             return
         conv.display += user
@@ -301,11 +190,11 @@ class ChatApp:
                         if (
                             time.monotonic() > stop_deadline
                         ):  # a blocking call (the LLM) is still out: move on
-                            view.feed(Done(answer="", error="cancelled"))
+                            view.feed(Done(Outcome.CANCELLED))
                             break
                     continue
                 if event is None:  # the worker ended without Done: cannot happen unless it crashed
-                    view.feed(Done(answer="", error="Internal error: the request ended early."))
+                    view.feed(Done(Outcome.FAILED, error=ENDED_EARLY, error_kind=ErrorKind.INTERNAL))
                     break
                 view.feed(event)
                 while view.done is None:  # coalesce what is already there into one update
@@ -326,14 +215,13 @@ class ChatApp:
     def _finish(self, conv: Conversation, text: str, view: RunView) -> None:
         done = view.done
         assert done is not None
-        if done.error == "cancelled":
+        if done.outcome is Outcome.CANCELLED:
             view.note("Stopped." + (" The partial answer above was kept." if done.answer else ""))
         elif done.error:
-            hint = f"\n\n{CONFIGURE_HINT}" if _is_llm_failure(done.error) else ""
+            hint = f"\n\n{CONFIGURE_HINT}" if done.error_kind is ErrorKind.LLM else ""
             view.note(f"**Error:** {done.error}{hint}")
-        trace_file = done.trace.get("trace_file")
-        if trace_file:
-            conv.traces = [*conv.traces, trace_file]
+        if done.trace_file:
+            conv.traces = [*conv.traces, str(done.trace_file)]
         conv.display += view.messages
         conv.history += [{"role": "user", "content": text}]
         conv.history += [{"role": "assistant", "content": done.answer or f"(no answer: {done.error})"}]
@@ -361,12 +249,6 @@ def _drive(
         events.put(None)
 
 
-def _remove(conv: Conversation) -> None:
-    if conv.cancel is not None:
-        conv.cancel.set()  # its run stops; files it still writes go with the folder
-    shutil.rmtree(conv.workspace.root, ignore_errors=True)
-
-
 def _split_message(message: dict[str, Any] | str | None) -> tuple[str, list[str]]:
     if message is None:
         return "", []
@@ -378,10 +260,6 @@ def _split_message(message: dict[str, Any] | str | None) -> tuple[str, list[str]
         if path:
             files.append(str(path))
     return str(message.get("text") or "").strip(), files
-
-
-def _is_llm_failure(error: str) -> bool:
-    return error.startswith(("The LLM ", "The local LLM "))
 
 
 def _note(text: str) -> dict[str, Any]:

@@ -13,14 +13,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hugginggpt.artifacts import Artifact
+from hugginggpt.artifacts import MEDIA_KINDS, Artifact
 from hugginggpt.events import (
     AnswerDelta,
     Done,
     Event,
     ModelSelected,
+    Outcome,
+    PickSource,
     PlanReady,
     PlanRejected,
+    Stage,
     StageStarted,
     TaskFailed,
     TaskFinished,
@@ -28,9 +31,13 @@ from hugginggpt.events import (
     TaskStarted,
 )
 from hugginggpt.plan import RESOURCE_REF, Plan
-from hugginggpt.tasks import MEDIA_KINDS
 
 HUB = "https://huggingface.co/"
+# Why a task runs a model the LLM did not pick (the reason says more).
+_SOURCE_NOTES = {
+    PickSource.NOT_A_CANDIDATE: " (the LLM named no offered model; the top-ranked one runs)",
+    PickSource.SELECTION_FAILED: " (model selection failed; the top-ranked one runs)",
+}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
@@ -103,11 +110,11 @@ class RunView:
 
     def feed(self, event: Event) -> None:
         match event:
-            case StageStarted(stage="plan"):
+            case StageStarted(stage=Stage.PLAN):
                 self._box("plan", "Planning the tasks")
-            case StageStarted(stage="select"):
+            case StageStarted(stage=Stage.SELECT):
                 self._box("select", "Choosing models")
-            case StageStarted(stage="respond"):
+            case StageStarted(stage=Stage.RESPOND):
                 self._answer = {"role": "assistant", "content": ""}
                 self.messages.append(self._answer)
             case PlanRejected(attempt=attempt, problems=problems):
@@ -127,7 +134,7 @@ class RunView:
                 model=model,
                 reason=reason,
                 candidates=candidates,
-                substituted=substituted,
+                source=source,
             ):
                 if "select" in self._boxes:
                     select = self._boxes["select"]
@@ -140,7 +147,7 @@ class RunView:
                 others = [c for c in candidates if c != model]
                 box["content"] = (
                     f"Model: {model_link(model)}\n\nWhy: {reason or 'no reason given'}"
-                    + (" (the LLM named a model that was not offered; replaced)" if substituted else "")
+                    + _SOURCE_NOTES.get(source, "")
                     + (f"\n\nOther candidates: {', '.join(model_link(c) for c in others)}" if others else "")
                 )
             case TaskStarted(task_id=i, task=task, model=model, attempt=attempt):
@@ -176,11 +183,11 @@ class RunView:
                 self._close(f"task{i}", title=f"Task {i} · {task} · skipped")
             case AnswerDelta(text=text):
                 if self._answer is None:
-                    self.feed(StageStarted("respond"))
+                    self.feed(StageStarted(Stage.RESPOND))
                 self._answer["content"] += text
             case Done() as done:
                 self.done = done
-                self._close_pending("stopped" if done.error == "cancelled" else "not finished")
+                self._close_pending("stopped" if done.outcome is Outcome.CANCELLED else "not finished")
 
     def _close_select(self) -> None:
         if "select" in self._boxes and self._boxes["select"]["metadata"]["status"] == "pending":

@@ -69,10 +69,17 @@ def cmd_refresh(args: argparse.Namespace) -> int:
     return 0
 
 
+def _catalog_paths(args: argparse.Namespace) -> list[str]:
+    """$HUGGINGGPT_CATALOG (read with the other settings), then --catalog."""
+    from ..config import load_settings
+
+    return [*load_settings().catalog_paths, *(args.catalog or [])]
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from . import load_catalog, prompt_lines
 
-    catalog = load_catalog(args.catalog)
+    catalog = load_catalog(_catalog_paths(args))
     for problem in catalog.problems:
         print(f"warning: {problem}", file=sys.stderr)
     if not args.task:
@@ -92,7 +99,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from . import load_catalog
 
-    catalog = load_catalog(args.catalog)
+    catalog = load_catalog(_catalog_paths(args))
     found = [c for t in catalog.tasks() if (c := catalog.get(args.id, t))]
     for card in found:
         print(json.dumps(card.to_json(), ensure_ascii=False, indent=2))

@@ -7,7 +7,6 @@ whole. User entries sit in an overlay that overrides shipped cards with the same
 from __future__ import annotations
 
 import heapq
-import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
@@ -140,20 +139,15 @@ def card_from_entry(fields: dict, earlier: ModelCard | None) -> ModelCard:
     return card
 
 
-def user_paths(extra: Iterable[Path] = ()) -> list[Path]:
-    """User catalog files: those in $HUGGINGGPT_CATALOG first, then `extra` (the CLI's --catalog)."""
-    from_env = [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p.strip()]
-    return from_env + [Path(p) for p in extra]
-
-
 def load_catalog(extra: Iterable[Path] = (), *, shipped: Path | None = SHIPPED) -> Catalog:
-    """The shipped catalog plus the user's files, later files overriding earlier ones.
+    """The shipped catalog plus the user's files `extra` (settings.catalog_paths: $HUGGINGGPT_CATALOG,
+    then --catalog), later files overriding earlier ones.
 
     Invalid user entries are skipped and listed in `catalog.problems`; the valid ones still load.
     """
     store = Store(shipped) if shipped is not None and Path(shipped).exists() else None
     catalog = Catalog(store=store)
-    for path in user_paths(extra):
+    for path in map(Path, extra):
         entries, problems = read_user_file(path)
         catalog.problems.extend(problems)
         catalog.apply(entries)

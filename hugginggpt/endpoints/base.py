@@ -18,6 +18,10 @@ class ModelUnavailable(EndpointError):
     """This endpoint cannot serve this model at all (unsupported, too large, not found)."""
 
 
+class Stopped(EndpointError):
+    """The call ended early because its stop signal was set: nobody wants the result any more."""
+
+
 class StopSignal(Protocol):
     """Set when the caller no longer wants the result (Stop pressed, time-out): a threading.Event."""
 
@@ -47,7 +51,7 @@ class Endpoint(ABC):
         Path inside the workspace for image/audio/video arguments. Files the task makes go under
         `out_dir`. Returns at least one artifact of each kind the task spec lists in `outputs`.
         Raises EndpointError (or ModelUnavailable) on failure. Once `stop` is set the call may end
-        early with EndpointError; endpoints that cannot interrupt their work ignore it.
+        early with Stopped; endpoints that cannot interrupt their work ignore it.
         """
 
     def describe(self) -> str:

@@ -23,9 +23,9 @@ from urllib.parse import urlparse
 
 from ..artifacts import Artifact
 from ..catalog import ModelCard
-from ..llm import _short
 from ..tasks import CONTROLS
-from .base import Endpoint, EndpointError, ModelUnavailable, StopSignal
+from ..text import shorten
+from .base import Endpoint, EndpointError, ModelUnavailable, Stopped, StopSignal
 
 # Hosts that belong to Hugging Face: the HF token may always be sent there. Any other endpoint
 # URL (it comes from a catalog card, which a user may have added) gets it only when allowed.
@@ -423,7 +423,7 @@ class HostedEndpoint(Endpoint):
                 return _IMAGE_SHAPES[op.shape](result, out, _media(inputs, "image"))
             return _SHAPES[op.shape](result, out)
         except Exception as exc:
-            message = f"{where}: unexpected output for {task}: {_short(exc)}"
+            message = f"{where}: unexpected output for {task}: {shorten(exc)}"
             raise EndpointError(_redact(message, self.token)) from exc
 
     def _call_with_retries(
@@ -445,22 +445,22 @@ class HostedEndpoint(Endpoint):
                     if attempt < self.retries:
                         time.sleep(self._wait(exc.response, attempt))
                         if stop is not None and stop.is_set():
-                            raise EndpointError(f"{where}: stopped") from None
+                            raise Stopped(f"{where}: stopped") from None
                         continue
                     tries = self.retries + 1
                     raise EndpointError(
                         f"{where}: {RETRY_STATUS[status]}, gave up after {tries} tries"
                     ) from None
-                detail = exc.server_message or _short(exc)
+                detail = exc.server_message or shorten(exc)
                 error = ModelUnavailable if status in (401, 403, 404) else EndpointError
-                raise error(f"{where}: HTTP {status}: {_short(detail)}") from None
+                raise error(f"{where}: HTTP {status}: {shorten(detail)}") from None
             except (KeyError, FileNotFoundError) as exc:
-                raise EndpointError(f"{where}: missing input {_short(exc)}") from None
+                raise EndpointError(f"{where}: missing input {shorten(exc)}") from None
             except ValueError as exc:  # provider helpers refuse tasks/models they do not serve
                 refused = any(phrase in str(exc) for phrase in REFUSALS)
-                raise (ModelUnavailable if refused else EndpointError)(f"{where}: {_short(exc)}") from None
+                raise (ModelUnavailable if refused else EndpointError)(f"{where}: {shorten(exc)}") from None
             except Exception as exc:  # noqa: BLE001 (connection refused, DNS, a malformed reply, ...)
-                raise EndpointError(f"{where}: {type(exc).__name__}: {_short(exc)}") from None
+                raise EndpointError(f"{where}: {type(exc).__name__}: {shorten(exc)}") from None
         raise AssertionError("unreachable")
 
     def _wait(self, response: Any, attempt: int) -> float:

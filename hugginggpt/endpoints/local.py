@@ -11,8 +11,8 @@ from typing import Any
 
 from ..artifacts import Artifact
 from ..catalog import ModelCard
-from ..llm import _short
-from .base import Endpoint, EndpointError, ModelUnavailable, StopSignal
+from ..text import shorten
+from .base import Endpoint, EndpointError, ModelUnavailable, Stopped, StopSignal
 
 
 class LocalEndpoint(Endpoint):
@@ -47,11 +47,11 @@ class LocalEndpoint(Endpoint):
         try:
             raw = models_local.run(task, model.source, args, Path(out_dir), stop=stop)
         except models_local.Stopped:
-            raise EndpointError(f"{model.id}: stopped") from None
+            raise Stopped(f"{model.id}: stopped") from None
         except models_local.RuntimeUnsupported as exc:
-            raise ModelUnavailable(f"{model.id}: cannot run locally: {_short(exc)}") from exc
+            raise ModelUnavailable(f"{model.id}: cannot run locally: {shorten(exc)}") from exc
         except Exception as exc:  # the model failed while loading or running: let the caller fall back
-            raise EndpointError(f"{model.id} failed locally: {type(exc).__name__}: {_short(exc)}") from exc
+            raise EndpointError(f"{model.id} failed locally: {type(exc).__name__}: {shorten(exc)}") from exc
         try:
             return [Artifact.from_dict(item) for item in raw]
         except (KeyError, TypeError, ValueError) as exc:

@@ -1,4 +1,4 @@
-"""Routing between backends: local, hosted, or hybrid (local first, hosted when local can't)."""
+"""Routing between backends in the order an inference mode gives (hugginggpt.modes)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from typing import Any
 
 from ..artifacts import Artifact
 from ..catalog import ModelCard
-from .base import Endpoint, EndpointError, ModelUnavailable, StopSignal
-
-POLICIES = ("local", "hosted", "hybrid")
+from ..modes import backends_of
+from .base import Endpoint, EndpointError, ModelUnavailable, Stopped, StopSignal
 
 
 class RoutedEndpoint(Endpoint):
@@ -18,11 +17,9 @@ class RoutedEndpoint(Endpoint):
 
     name = "routed"
 
-    def __init__(self, policy: str, *, local: Endpoint | None = None, hosted: Endpoint | None = None) -> None:
-        if policy not in POLICIES:
-            raise ValueError(f"unknown inference policy {policy!r}: use one of {', '.join(POLICIES)}")
-        wanted = {"local": [local], "hosted": [hosted], "hybrid": [local, hosted]}[policy]
-        self.backends: list[Endpoint] = [b for b in wanted if b is not None]
+    def __init__(self, policy: str, available: dict[str, Endpoint]) -> None:
+        """`available`: backends by name; the mode `policy` picks and orders those it uses."""
+        self.backends: list[Endpoint] = [available[b] for b in backends_of(policy) if b in available]
         if not self.backends:
             raise ValueError(f"policy {policy!r} was given no backend to use")
         self.policy = policy
@@ -49,10 +46,11 @@ class RoutedEndpoint(Endpoint):
                 errors.append((backend.name, ModelUnavailable(f"cannot run {model.id}")))
                 continue
             if stop is not None and stop.is_set():
-                errors.append((backend.name, EndpointError("stopped")))  # no fallback for a stopped call
-                break
+                raise Stopped(f"{model.id}: stopped")  # no fallback for a stopped call
             try:
                 return backend.run(task, model, inputs, out_dir, stop=stop)
+            except Stopped:
+                raise
             except EndpointError as exc:
                 errors.append((backend.name, exc))
             except Exception as exc:  # noqa: BLE001 (a backend bug must not stop the fallback either)

@@ -12,7 +12,8 @@ from typing import Any
 
 from ..io import read_audio
 from .base import Device, Handler, Outputs, RuntimeUnsupported, stopping_criteria
-from .text import Bundle, load_model, to_device, write_labels
+from .bundle import Bundle, load_model, tensors_to
+from .labels import write_labels
 
 # SpeechT5 predicts mel spectrograms; a repo without its own "vocoder" folder uses this one.
 DEFAULT_VOCODER = "microsoft/speecht5_hifigan"
@@ -72,7 +73,7 @@ def _classify_audio(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     rate = b.processor.sampling_rate
     features = b.processor(read_audio(inputs["audio"], rate), sampling_rate=rate, return_tensors="pt")
     with torch.inference_mode():
-        logits = b.model(**to_device(features, b)).logits[0]
+        logits = b.model(**tensors_to(features, b.device)).logits[0]
     write_labels(out, logits, b.model.config)
 
 
@@ -169,7 +170,7 @@ def _speak(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
         ):  # VITS drops characters outside its alphabet; nothing left crashes it
             raise ValueError(f"this voice cannot speak any character of {inputs['text'][:80]!r}")
         with torch.inference_mode():
-            waveform = b.model(**to_device(enc, b)).waveform[0]
+            waveform = b.model(**tensors_to(enc, b.device)).waveform[0]
         out.audio(waveform.float().cpu().numpy(), b.model.config.sampling_rate)
         return
     enc = b.processor(text=inputs["text"], return_tensors="pt")

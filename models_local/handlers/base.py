@@ -87,15 +87,6 @@ class Outputs:
         self.artifacts.append({"kind": "data", "value": value})
 
 
-def tensors_to(enc: Any, device: Device) -> dict[str, Any]:
-    """Tensors onto the model's device; floating ones (pixels) in its dtype, token ids untouched."""
-    return {
-        k: v.to(device.name, dtype=device.dtype) if v.is_floating_point() else v.to(device.name)
-        for k, v in enc.items()
-        if hasattr(v, "is_floating_point")
-    }
-
-
 def stopping_criteria(out: Outputs) -> dict[str, Any]:
     """generate() arguments that end generation at the next token once `out.stop` is set; the
     caller's out.check_stop() after generate() then raises Stopped instead of keeping a cut text."""

@@ -24,7 +24,8 @@ from typing import Any
 
 from ..io import read_image
 from . import diffusion, vision
-from .base import Device, Handler, Outputs, RuntimeUnsupported, tensors_to
+from .base import Device, Handler, Outputs, RuntimeUnsupported
+from .bundle import tensors_to
 
 BASE_ENV = "HUGGINGGPT_CONTROLNET_BASE"
 DEFAULT_BASE = "stable-diffusion-v1-5/stable-diffusion-v1-5"

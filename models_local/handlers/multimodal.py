@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..io import read_image
-from .base import Device, Handler, Outputs, RuntimeUnsupported, stopping_criteria, tensors_to
+from .base import Device, Handler, Outputs, RuntimeUnsupported, stopping_criteria
+from .bundle import tensors_to
 
 MAX_NEW_TOKENS = 48  # enough for a caption or a short answer
 CAPTION_PROMPT = "Describe this image in one sentence."

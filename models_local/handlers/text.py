@@ -13,67 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from .base import Device, Handler, Outputs, RuntimeUnsupported, stopping_criteria
+from .bundle import Bundle, load_model, tensors_to
+from .labels import write_labels
 
 MAX_NEW_TOKENS = 128  # generated text per call; enough for a chat reply or a summary
-TOP_K = 5  # labels reported by classifiers
-
-
-@dataclass
-class Bundle:
-    """A loaded model with what it needs to turn inputs into tensors."""
-
-    model: Any
-    processor: Any  # a tokenizer, feature extractor or processor
-    device: Device
-    extra: Any = None  # per-task extras (a vocoder, a pipeline, pooling settings, ...)
-
-
-# ---- helpers shared with the audio handlers ------------------------------------------------------
-
-
-def load_model(auto_class: str, folder: str, device: Device) -> Any:
-    """`transformers.<auto_class>.from_pretrained` in the device dtype, moved to the device, eval mode."""
-    import transformers
-
-    cls = getattr(transformers, auto_class)
-    model = cls.from_pretrained(folder, dtype=device.dtype)
-    return model.to(device.name).eval()
-
-
-def to_device(batch: Any, bundle: Bundle) -> Any:
-    """Move a processor's output to the model device; float tensors take the model dtype."""
-    import torch
-
-    moved = {}
-    for key, value in batch.items():
-        if isinstance(value, torch.Tensor):
-            value = value.to(bundle.device.name)
-            if value.is_floating_point():
-                value = value.to(bundle.model.dtype)
-        moved[key] = value
-    return moved
-
-
-def scored_labels(logits: Any, config: Any, *, top_k: int = TOP_K) -> list[dict]:
-    """[{label, score}] best first: softmax, or sigmoid for multi-label heads."""
-    import torch
-
-    logits = logits.float()
-    multi = getattr(config, "problem_type", None) == "multi_label_classification"
-    scores = torch.sigmoid(logits) if multi else torch.softmax(logits, dim=-1)
-    best = torch.argsort(scores, descending=True)[:top_k]
-    names = getattr(config, "id2label", None) or {}
-    return [
-        {"label": str(names.get(int(i), f"LABEL_{int(i)}")), "score": round(float(scores[i]), 4)}
-        for i in best
-    ]
-
-
-def write_labels(out: Outputs, logits: Any, config: Any) -> None:
-    """A classifier's result: the top labels as text, and all of them with scores as data."""
-    labels = scored_labels(logits, config)
-    out.text(", ".join(f"{item['label']} ({item['score']:.2f})" for item in labels[:3]))
-    out.data(labels)
 
 
 def _max_length(tokenizer: Any, config: Any) -> int:
@@ -114,7 +57,7 @@ def _classify(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
         return_tensors="pt",
     )
     with torch.inference_mode():
-        logits = b.model(**to_device(enc, b)).logits[0]
+        logits = b.model(**tensors_to(enc, b.device)).logits[0]
     write_labels(out, logits, b.model.config)
 
 
@@ -194,7 +137,7 @@ def _seq2seq(task: str):
         )
         kwargs = _generate_kwargs(b.model, b.processor) | ((b.extra or {}) if task == "translation" else {})
         with torch.inference_mode():
-            ids = b.model.generate(**to_device(enc, b), **kwargs, **stopping_criteria(out))
+            ids = b.model.generate(**tensors_to(enc, b.device), **kwargs, **stopping_criteria(out))
         out.check_stop()
         out.text(b.processor.decode(ids[0], skip_special_tokens=True).strip())
 
@@ -234,7 +177,7 @@ def _generator(task: str):
             enc = tok(inputs["text"], return_tensors="pt")
         with torch.inference_mode():
             ids = b.model.generate(
-                **to_device(enc, b), **_generate_kwargs(b.model, tok), **stopping_criteria(out)
+                **tensors_to(enc, b.device), **_generate_kwargs(b.model, tok), **stopping_criteria(out)
             )
         out.check_stop()
         new = tok.decode(ids[0][enc["input_ids"].shape[-1] :], skip_special_tokens=True)
@@ -275,7 +218,7 @@ def _answer(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     sequence_ids = [enc.sequence_ids(i) for i in range(windows)]
     enc.pop("overflow_to_sample_mapping", None)
     with torch.inference_mode():
-        result = b.model(**to_device(enc, b))
+        result = b.model(**tensors_to(enc, b.device))
     best = None
     for w in range(windows):
         in_context = torch.tensor([s == 1 for s in sequence_ids[w]])
@@ -362,7 +305,7 @@ def _similarity(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
         max_length=_max_length(b.processor, b.model.config),
         return_tensors="pt",
     )
-    enc = to_device(enc, b)
+    enc = tensors_to(enc, b.device)
     head: Head = b.extra
     with torch.inference_mode():
         hidden = b.model(**enc).last_hidden_state

@@ -13,7 +13,7 @@ from PIL import Image
 from hugginggpt import tasks as task_types
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
-from hugginggpt.endpoints import Endpoint, EndpointError, ModelUnavailable
+from hugginggpt.endpoints import Endpoint, EndpointError, ModelUnavailable, Stopped
 
 
 @dataclass
@@ -67,7 +67,7 @@ class FakeEndpoint(Endpoint):
             if stop is not None and stop.is_set():
                 with self._lock:
                     self.stopped.append(model)
-                raise EndpointError(f"{model}: stopped")
+                raise Stopped(f"{model}: stopped")
             time.sleep(0.01)
 
 

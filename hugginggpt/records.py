@@ -1,0 +1,50 @@
+"""What happened to each task of a run: the record the answer, the trace, the CLI and the UI read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from .artifacts import Artifact, ArtifactKind
+
+
+class TaskStatus(StrEnum):
+    PENDING = "pending"
+    DONE = "done"
+    FAILED = "failed"  # every model tried failed, or the inputs were refused
+    SKIPPED = "skipped"  # a task it needs did not finish
+    STOPPED = "stopped"  # the run was stopped (Stop pressed, page left) before the task finished
+
+
+@dataclass
+class TaskRecord:
+    """One task's result. Written by the executor's worker for that task only, read after it ends."""
+
+    id: int
+    task: str
+    args: dict[str, str]
+    model: str | None = None
+    status: TaskStatus = TaskStatus.PENDING
+    error: str | None = None
+    outputs: list[Artifact] = field(default_factory=list)
+    seconds: float = 0.0
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+
+    def output(self, kind: ArtifactKind | str) -> Artifact | None:
+        return next((a for a in self.outputs if a.kind == kind), None)
+
+    def to_json(self, root: Path | None = None) -> dict[str, Any]:
+        """For the trace: file paths relative to `root` (the workspace)."""
+        return {
+            "id": self.id,
+            "task": self.task,
+            "args": self.args,
+            "model": self.model,
+            "status": str(self.status),
+            "error": self.error,
+            "seconds": round(self.seconds, 3),
+            "attempts": self.attempts,
+            "outputs": [a.to_json(root) for a in self.outputs],
+        }

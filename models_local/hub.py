@@ -1,0 +1,88 @@
+"""Where a model's files are: a local folder, the HF cache, or the Hub (downloaded once sized).
+
+huggingface_hub honours HF_HUB_OFFLINE and the HF cache, so a hub model and a local folder then go
+through the same loading code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from .handlers.base import RuntimeUnsupported
+from .sizing import WEIGHT_SUFFIXES, folder_size, weight_files
+
+# Files no loader here reads: other frameworks' weights and exports.
+IGNORE = [
+    "*.h5",
+    "*.msgpack",
+    "*.onnx",
+    "*.onnx_data",
+    "*.ot",
+    "*.tflite",
+    "*.gguf",
+    "*.mlmodel",
+    "*.mlpackage/*",
+    "onnx/*",
+    "openvino/*",
+    "coreml/*",
+    "tf_model*",
+    "flax_model*",
+    "rust_model*",
+    "*.tar.gz",
+    "*.zip",
+    "*.mp4",
+    "*.gif",
+    "*.png",
+    "*.jpg",
+]
+
+
+def local_folder(model: str) -> Path | None:
+    """A local folder, or a hub id already in the HF cache; None when only the network has it."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(model, local_files_only=True))
+    except (OSError, ValueError):  # not cached (LocalEntryNotFoundError), or not a valid repo id
+        return None
+
+
+def locate(model: str, *, half: bool, check_fits: Callable[[str, int], None]) -> tuple[Path, int | None]:
+    """(local folder, estimated loaded bytes). A hub model is sized from its file listing and passed
+    to `check_fits` (which raises to refuse it) before the download starts."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path.resolve(), _folder_size(model, path, half)
+    from huggingface_hub import constants, snapshot_download
+
+    try:
+        if constants.HF_HUB_OFFLINE:
+            folder = Path(snapshot_download(model, local_files_only=True))
+            return folder, _folder_size(model, folder, half)
+        listing = snapshot_download(model, dry_run=True, ignore_patterns=IGNORE)
+        files = [f.filename for f in listing]
+        weights = set(weight_files(files))
+        skipped = [f for f in files if f.endswith(WEIGHT_SUFFIXES) and f not in weights]
+        estimate = sum(f.file_size or 0 for f in listing if f.filename in weights) or None
+        if estimate and half and not any(".fp16." in w or "-fp16" in w for w in weights):
+            estimate //= 2  # stored float32, loaded float16
+        check_fits(model, estimate or 0)
+        folder = Path(snapshot_download(model, ignore_patterns=IGNORE + skipped))
+    except RuntimeUnsupported:
+        raise
+    except Exception as exc:  # missing repo, gated, offline and not cached, bad id ...
+        raise RuntimeUnsupported(
+            f"cannot get {model!r} from the Hugging Face Hub or its cache: {exc}"
+        ) from exc
+    return folder, _folder_size(model, folder, half) or estimate
+
+
+def _folder_size(model: str, folder: Path, half: bool) -> int | None:
+    try:
+        return folder_size(folder, half=half)
+    except (OSError, ValueError) as exc:
+        raise RuntimeUnsupported(f"cannot read the weights of {model!r}: {exc}") from exc

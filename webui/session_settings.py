@@ -1,0 +1,46 @@
+"""What a visitor typed in the Settings panel, merged over the server's settings for one request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from hugginggpt import urlguard
+from hugginggpt.config import Settings
+from hugginggpt.modes import INFERENCE_MODES
+
+
+@dataclass(frozen=True)
+class LLMChoice:
+    """What a person typed in the settings panel (empty strings mean: the server's default)."""
+
+    base_url: str = ""
+    model: str = ""
+    api_key: str = field(default="", repr=False)
+    inference: str = ""
+    top_k: int | float | None = None
+
+
+def merge_settings(server: Settings, choice: LLMChoice, *, public: bool, resolve: bool = True) -> Settings:
+    """The server's settings with this session's choices; ValueError (in the user's words) for bad input.
+
+    On a public app a typed base URL must be a public address (`resolve=False` skips the DNS look-up,
+    for the status line). The server's own key never goes to a URL somebody typed."""
+    s = server
+    base_url = choice.base_url.strip() or None
+    key = choice.api_key.strip() or None
+    if base_url and base_url != s.llm_base_url:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"The LLM base URL must start with http:// or https:// (got `{base_url}`).")
+        if public and resolve:
+            try:
+                urlguard.check_url(base_url)
+            except urlguard.URLRefused as e:
+                raise ValueError(f"This app only talks to public LLM servers: {e}.") from None
+        s = replace(s, llm_base_url=base_url, llm_api_key=key)
+    elif key:
+        s = replace(s, llm_api_key=key)
+    mode = choice.inference or s.inference
+    if mode not in INFERENCE_MODES:
+        raise ValueError(f"Inference mode must be one of {', '.join(INFERENCE_MODES)}.")
+    top_k = int(choice.top_k) if choice.top_k else s.top_k
+    return replace(s, llm_model=choice.model.strip() or s.llm_model, inference=mode, top_k=max(1, top_k))
