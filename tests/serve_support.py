@@ -1,6 +1,7 @@
 """Shared by the expert-server tests and the serve benchmark: a models folder of tiny models, the
-protocol server in a thread (uvicorn on 127.0.0.1), and a single-node Ray cluster on loopback with
-the repository's Serve config deployed on it."""
+protocol server in a thread (uvicorn on 127.0.0.1), the `served` session fixture (that server with
+tiny models for every task, and the in-process runtime behind it), and a single-node Ray cluster on
+loopback with the repository's Serve config deployed on it."""
 
 from __future__ import annotations
 
@@ -16,10 +17,18 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+from tiny_text_audio import write_tone
+from tiny_vision import draw_photo
+
+from models_local import Runtime
+from models_local.serve import LocalBackend, create_app
+from models_local.serve.models import ModelTable
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVE_CONFIG = ROOT / "serve_config.yaml"
@@ -185,3 +194,101 @@ class RayCluster:
             pass
         self.proc.wait(10)
         self.log.close()
+
+
+# ---- the protocol server with tiny models, for the session -------------------------------------
+
+SEED = 0  # the server's seed for requests that bring none
+
+
+class RecordingBackend(LocalBackend):
+    """The in-process backend, keeping each reply and how long its call took."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        super().__init__(runtime)
+        self.replies: list[tuple[Any, float]] = []
+
+    def call(self, job, stop):
+        start = time.monotonic()
+        reply = super().call(job, stop)
+        self.replies.append((reply, time.monotonic() - start))
+        return reply
+
+
+@dataclass
+class Served:
+    url: str
+    runtime: Runtime
+    backend: RecordingBackend
+    root: Path
+    files: Path
+
+    def client(self, model: str, task: str | None = None, timeout: float = 60) -> Any:
+        """huggingface_hub's InferenceClient for a model on this server, as for an Inference Endpoint."""
+        from huggingface_hub import InferenceClient
+
+        tail = f"/pipeline/{task}" if task else ""
+        return InferenceClient(model=f"{self.url}/models/{model}{tail}", timeout=timeout)
+
+    def local(self, task: str, model: str, seed: int | None = SEED, **inputs: Any) -> dict[str, Any]:
+        """The in-process runtime's result: {kind: value or file bytes} (lists when repeated)."""
+        arts = self.runtime.run(
+            task, str((self.root / model).resolve()), inputs, self.files / "local", seed=seed
+        )
+        got: dict[str, Any] = {}
+        for a in arts:
+            value = Path(a["path"]).read_bytes() if "path" in a else a["value"]
+            got.setdefault(a["kind"], []).append(value)
+        return {k: v[0] if len(v) == 1 else v for k, v in got.items()}
+
+
+@pytest.fixture(scope="session")
+def served(
+    tmp_path_factory,
+    tiny,
+    tiny_vit,
+    tiny_detr,
+    tiny_segformer,
+    tiny_dpt,
+    tiny_blip,
+    tiny_blip_vqa,
+    tiny_donut,
+    tiny_sd,
+):
+    root = tmp_path_factory.mktemp("served")
+    models = models_folder(
+        root / "models",
+        {
+            "tiny/bert-cls": tiny("bert-classifier"),
+            "tiny/bert-tagger": tiny("bert-tagger"),
+            "tiny/bert-qa": tiny("bert-qa"),
+            "tiny/embedder": tiny("bert-embedder"),
+            "tiny/t5": tiny("t5"),
+            "tiny/gpt2": tiny("gpt2"),
+            "tiny/llama-chat": tiny("llama-chat"),
+            "tiny/wav2vec2-ctc": tiny("wav2vec2-ctc"),
+            "tiny/audio-cls": tiny("wav2vec2-audio-classifier"),
+            "tiny/vits": tiny("vits"),
+            "tiny/speecht5-vc": tiny("speecht5-vc"),
+            "tiny/skops": tiny("sklearn-skops"),
+            "tiny/vit": tiny_vit,
+            "tiny/detr": tiny_detr,
+            "tiny/segformer": tiny_segformer,
+            "tiny/dpt": tiny_dpt,
+            "tiny/blip": tiny_blip,
+            "tiny/blip-vqa": tiny_blip_vqa,
+            "tiny/donut": tiny_donut,
+            "tiny/sd": tiny_sd,
+        },
+    )
+    files = root / "files"
+    files.mkdir()
+    draw_photo(files / "photo.png")
+    write_tone(files / "tone.wav", seconds=1.0, rate=16000)
+    runtime = Runtime(memory_budget_bytes=8 * 2**30, device="cpu")
+    backend = RecordingBackend(runtime)
+    try:
+        with protocol_server(create_app(backend, ModelTable(models, hub=False), seed=SEED)) as url:
+            yield Served(url, runtime, backend, models, files)
+    finally:
+        backend.close()

@@ -9,7 +9,6 @@ import json
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,111 +16,13 @@ import numpy as np
 import pytest
 import soundfile as sf
 from fakes.hf_inference_server import loopback_only
-from huggingface_hub import InferenceClient
 from PIL import Image
-from serve_support import models_folder, protocol_server
-from tiny_text_audio import IRIS_COLUMNS, write_tone
-from tiny_vision import draw_photo
+from serve_support import protocol_server
+from tiny_text_audio import IRIS_COLUMNS
 
-from models_local import Runtime
 from models_local.handlers import diffusion
-from models_local.serve import LocalBackend, create_app
+from models_local.serve import create_app
 from models_local.serve.models import ModelTable
-
-SEED = 0  # the server's seed for requests that bring none
-
-
-class RecordingBackend(LocalBackend):
-    """The in-process backend, keeping each reply and how long its call took."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        super().__init__(runtime)
-        self.replies: list[tuple[Any, float]] = []
-
-    def call(self, job, stop):
-        start = time.monotonic()
-        reply = super().call(job, stop)
-        self.replies.append((reply, time.monotonic() - start))
-        return reply
-
-
-@dataclass
-class Served:
-    url: str
-    runtime: Runtime
-    backend: RecordingBackend
-    root: Path
-    files: Path
-
-    def client(self, model: str, task: str | None = None, timeout: float = 60) -> InferenceClient:
-        tail = f"/pipeline/{task}" if task else ""
-        return InferenceClient(model=f"{self.url}/models/{model}{tail}", timeout=timeout)
-
-    def local(self, task: str, model: str, seed: int | None = SEED, **inputs: Any) -> dict[str, Any]:
-        """The in-process runtime's result: {kind: value or file bytes} (lists when repeated)."""
-        arts = self.runtime.run(
-            task, str((self.root / model).resolve()), inputs, self.files / "local", seed=seed
-        )
-        got: dict[str, Any] = {}
-        for a in arts:
-            value = Path(a["path"]).read_bytes() if "path" in a else a["value"]
-            got.setdefault(a["kind"], []).append(value)
-        return {k: v[0] if len(v) == 1 else v for k, v in got.items()}
-
-
-@pytest.fixture(scope="module")
-def served(
-    tmp_path_factory,
-    tiny,
-    tiny_vit,
-    tiny_detr,
-    tiny_segformer,
-    tiny_dpt,
-    tiny_blip,
-    tiny_blip_vqa,
-    tiny_donut,
-    tiny_sd,
-):
-    root = tmp_path_factory.mktemp("served")
-    models = models_folder(
-        root / "models",
-        {
-            "tiny/bert-cls": tiny("bert-classifier"),
-            "tiny/bert-tagger": tiny("bert-tagger"),
-            "tiny/bert-qa": tiny("bert-qa"),
-            "tiny/embedder": tiny("bert-embedder"),
-            "tiny/t5": tiny("t5"),
-            "tiny/gpt2": tiny("gpt2"),
-            "tiny/llama-chat": tiny("llama-chat"),
-            "tiny/wav2vec2-ctc": tiny("wav2vec2-ctc"),
-            "tiny/audio-cls": tiny("wav2vec2-audio-classifier"),
-            "tiny/vits": tiny("vits"),
-            "tiny/speecht5-vc": tiny("speecht5-vc"),
-            "tiny/skops": tiny("sklearn-skops"),
-            "tiny/vit": tiny_vit,
-            "tiny/detr": tiny_detr,
-            "tiny/segformer": tiny_segformer,
-            "tiny/dpt": tiny_dpt,
-            "tiny/blip": tiny_blip,
-            "tiny/blip-vqa": tiny_blip_vqa,
-            "tiny/donut": tiny_donut,
-            "tiny/sd": tiny_sd,
-        },
-    )
-    files = root / "files"
-    files.mkdir()
-    draw_photo(files / "photo.png")
-    write_tone(files / "tone.wav", seconds=1.0, rate=16000)
-    runtime = Runtime(memory_budget_bytes=8 * 2**30, device="cpu")
-    backend = RecordingBackend(runtime)
-    steps = diffusion.STEPS
-    diffusion.STEPS = 2  # server and in-process baseline alike: both read the module's setting
-    try:
-        with protocol_server(create_app(backend, ModelTable(models, hub=False), seed=SEED)) as url:
-            yield Served(url, runtime, backend, models, files)
-    finally:
-        diffusion.STEPS = steps
-        backend.close()
 
 
 @pytest.fixture(autouse=True)
@@ -254,21 +155,21 @@ def test_image_tasks_answer_what_the_runtime_answers(served):
 
 
 def test_diffusion_is_seeded_by_the_request_or_the_server(served):
-    s = served
-    drawn = s.client("tiny/sd", "text-to-image").text_to_image("a red cat", seed=7)
-    assert np.array_equal(
-        pixels(drawn), pixels(s.local("text-to-image", "tiny/sd", seed=7, text="a red cat")["image"])
+    s, photo = served, str(served.files / "photo.png")
+    drawn = s.client("tiny/sd", "text-to-image").text_to_image("a red cat", seed=7, num_inference_steps=2)
+    local = s.local("text-to-image", "tiny/sd", seed=7, text="a red cat", steps="2")
+    assert np.array_equal(pixels(drawn), pixels(local["image"]))
+    other = s.local("text-to-image", "tiny/sd", seed=8, text="a red cat", steps="2")
+    assert not np.array_equal(pixels(drawn), pixels(other["image"]))
+    edited = s.client("tiny/sd", "image-to-image").image_to_image(
+        photo, prompt="a blue dog", num_inference_steps=2
     )
-    assert not np.array_equal(
-        pixels(drawn), pixels(s.local("text-to-image", "tiny/sd", seed=8, text="a red cat")["image"])
-    )
-    edited = s.client("tiny/sd", "image-to-image").image_to_image(s.files / "photo.png", prompt="a blue dog")
-    local = s.local("image-to-image", "tiny/sd", image=str(s.files / "photo.png"), text="a blue dog")
+    local = s.local(
+        "image-to-image", "tiny/sd", image=photo, text="a blue dog", steps="2"
+    )  # the server's seed
     assert edited.size == (32, 24) and np.array_equal(pixels(edited), pixels(local["image"]))
-    edges = s.client("any-name", "canny-control").image_to_image(s.files / "photo.png")  # no files needed
-    assert np.array_equal(
-        pixels(edges), pixels(s.local("canny-control", "any-name", image=str(s.files / "photo.png"))["image"])
-    )
+    edges = s.client("any-name", "canny-control").image_to_image(photo)  # no files needed
+    assert np.array_equal(pixels(edges), pixels(s.local("canny-control", "any-name", image=photo)["image"]))
 
 
 def test_audio_tasks_answer_what_the_runtime_answers(served):
