@@ -121,6 +121,107 @@ def test_the_config_deploys_two_runner_replicas_that_hold_models(deployed):
     assert {("tiny/sd", "heavy"), ("tiny/vit", "light")} <= resident
 
 
+PLAN = {
+    "tasks": [
+        {"task": "text-to-image", "id": 0, "dep": [-1], "args": {"text": "a red cat on a mat"}},
+        {
+            "task": "image-to-image",
+            "id": 1,
+            "dep": [0],
+            "args": {"image": "<resource>-0", "text": "a blue dog"},
+        },
+        {"task": "image-classification", "id": 2, "dep": [0], "args": {"image": "<resource>-0"}},
+        {"task": "text-to-speech", "id": 3, "dep": [-1], "args": {"text": "hello world"}},
+        {"task": "audio-classification", "id": 4, "dep": [3], "args": {"audio": "<resource>-3"}},
+    ]
+}
+CARDS = [  # each task has one candidate: the models the server's folder holds
+    ("tiny/sd", "text-to-image"),
+    ("tiny/sd", "image-to-image"),
+    ("tiny/vit", "image-classification"),
+    ("tiny/vits", "text-to-speech"),
+    ("tiny/audio-cls", "audio-classification"),
+]
+
+
+def in_process(deployed, out: Path) -> dict[int, dict]:
+    """The plan's tasks on the in-process runtime: same models, the server's seed and steps, and one
+    torch thread as in a replica (float sums in another order could move a pixel)."""
+    import torch
+
+    from models_local import Runtime
+    from models_local.handlers import diffusion
+
+    runtime, model = Runtime(device="cpu"), lambda name: str(deployed.models / name)
+    threads, steps = torch.get_num_threads(), diffusion.STEPS
+    torch.set_num_threads(1)
+    diffusion.STEPS = STEPS
+    try:
+
+        def run(task: str, name: str, **inputs: str) -> dict:
+            arts = runtime.run(task, model(name), inputs, out, seed=0)
+            return {a["kind"]: a.get("path", a.get("value")) for a in arts}
+
+        drawn = run("text-to-image", "tiny/sd", text="a red cat on a mat")
+        speech = run("text-to-speech", "tiny/vits", text="hello world")
+        return {
+            0: drawn,
+            1: run("image-to-image", "tiny/sd", image=drawn["image"], text="a blue dog"),
+            2: run("image-classification", "tiny/vit", image=drawn["image"]),
+            3: speech,
+            4: run("audio-classification", "tiny/audio-cls", audio=speech["audio"]),
+        }
+    finally:
+        torch.set_num_threads(threads)
+        diffusion.STEPS = steps
+
+
+def test_a_five_task_plan_runs_remote_through_the_cli_as_it_runs_in_process(deployed, tmp_path):
+    import soundfile as sf
+    from fakes.llm_server import FakeLLMServer
+    from PIL import Image
+
+    catalog = tmp_path / "experts.jsonl"
+    catalog.write_text(
+        "".join(json.dumps({"id": i, "task": t, "downloads": 10**12}) + "\n" for i, t in CARDS)
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HUGGINGGPT_EXPERTS_URL": deployed.url}
+    with FakeLLMServer() as llm:
+        llm.script("plan", json.dumps(PLAN))
+        llm.script("respond", "Drawn, edited, labelled, spoken and heard.")
+        done = subprocess.run(
+            [sys.executable, "-m", "hugginggpt", "--llm-base-url", llm.url, "--llm-model", "fake"]
+            + ["--llm-api-key", "sk-test", "--inference", "remote", "--catalog", str(catalog)]
+            + ["--workdir", str(tmp_path / "ws"), "--json", "Draw a red cat, edit it, label it; say hello"],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            cwd=ROOT,
+            env=env,
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    assert "models: remote: remote (the expert server at" in done.stderr
+    tasks = {t["id"]: t for t in out["tasks"]}
+    assert all(t["status"] == "done" for t in tasks.values()), out["tasks"]
+    got = {i: {o["kind"]: o.get("path", o.get("value")) for o in t["outputs"]} for i, t in tasks.items()}
+    want = in_process(deployed, tmp_path / "local")
+    for i in (0, 1):
+        assert np.array_equal(
+            np.asarray(Image.open(got[i]["image"])), np.asarray(Image.open(want[i]["image"]))
+        ), i
+    for i in (2, 4):
+        assert got[i]["data"] == want[i]["data"], i
+    heard, rate = sf.read(got[3]["audio"], dtype="float32")
+    said, said_rate = sf.read(want[3]["audio"], dtype="float32")
+    assert rate == said_rate and len(heard) > 0 and np.array_equal(heard, said)
+    assert {(r["id"], r["group"]) for r in deployed.listing()["resident"]} >= {
+        ("tiny/sd", "heavy"),
+        ("tiny/vits", "light"),
+        ("tiny/audio-cls", "light"),
+    }
+
+
 def test_a_replica_killed_mid_request_is_replaced_and_the_next_request_works(deployed):
     from huggingface_hub import InferenceClient
     from huggingface_hub.errors import HfHubHTTPError
