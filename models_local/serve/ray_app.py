@@ -100,6 +100,10 @@ class Runner:
     def __init__(self, settings: dict[str, Any]) -> None:
         import ray
 
+        runtime_log = logging.getLogger("models_local")  # loads, evictions, refusals: into the replica's log
+        runtime_log.setLevel(logging.INFO)
+        for handler in log.handlers:
+            runtime_log.addHandler(handler)
         gpus = ray.get_runtime_context().get_assigned_resources().get("GPU", 0.0)
         self.runtime = ServerSettings.from_mapping(settings).runtime(share=gpus if 0 < gpus < 1 else 1.0)
         self.replica = serve.get_replica_context().replica_id.to_full_id_str()
