@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hugginggpt.catalog import Catalog, ModelCard, load_catalog
-from hugginggpt.catalog.store import SHIPPED
-from hugginggpt.catalog.storefile import write_ranked
+from hugginggpt.catalog.indexed_file import write_ranked
+from hugginggpt.catalog.model_catalog import SHIPPED
 from hugginggpt.tasks import TASKS
 
 WORDS = [

@@ -130,6 +130,8 @@ def main(argv: list[str] | None = None, *, stdout: TextIO = sys.stdout, stderr: 
         stdout.write("\n")
     elif done.answer:
         stdout.write("\n")
+    if done.incomplete:
+        print(f"note: the answer is incomplete: {done.incomplete}", file=stderr)
     if done.error:
         print(f"error: {done.error}", file=stderr)
     return 0 if done.ok else 1
@@ -142,6 +144,7 @@ def result_json(done: Done) -> dict[str, Any]:
         "error": done.error,
         "outcome": str(done.outcome),
         "error_kind": done.error_kind and str(done.error_kind),
+        "answer_incomplete": done.incomplete,
         "llm_calls": done.llm_calls,
         "tasks": [
             {

@@ -26,6 +26,7 @@ ENV_ALIASES = {
     "hf_token": "HF_TOKEN",
     "space_id": "SPACE_ID",
     "server_name": "GRADIO_SERVER_NAME",
+    "oauth_client_id": "OAUTH_CLIENT_ID",
 }
 ENV_NAMES = {"catalog_paths": "HUGGINGGPT_CATALOG"}  # HUGGINGGPT_<FIELD> would read oddly
 
@@ -39,6 +40,7 @@ class Settings:
     llm_timeout: float = 60.0
     llm_max_retries: int = 2
     local_llm_model: str = "Qwen/Qwen2.5-1.5B-Instruct"
+    allowed_local_llms: tuple[str, ...] = ()  # others a visitor of a public app may pick, besides the default
     # Where expert models run.
     inference: str = "hybrid"
     hf_token: str | None = field(default=None, repr=False)
@@ -77,6 +79,12 @@ class Settings:
     space_id: str | None = None  # set on a Hugging Face Space
     server_name: str = "127.0.0.1"  # where the app listens (GRADIO_SERVER_NAME)
     public: bool | None = None  # None: public on a Space or when listening beyond loopback
+    oauth: bool | None = None  # "Sign in with Hugging Face"; None: on where the Space enables hf_oauth
+    oauth_client_id: str | None = field(default=None, repr=False)  # set by a Space with hf_oauth
+    # Doors for other programs (the app only): the MCP server, and the OpenAI-compatible API, which
+    # is off unless bearer tokens are set (HUGGINGGPT_API_KEYS, comma-separated).
+    mcp_server: bool = True
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         if self.inference not in INFERENCE_MODES:
@@ -112,6 +120,10 @@ class Settings:
         if self.public is not None:
             return self.public
         return bool(self.space_id) or self.server_name.strip("[]") not in LOOPBACK_NAMES
+
+    @property
+    def uses_oauth(self) -> bool:
+        return self.oauth if self.oauth is not None else bool(self.oauth_client_id)
 
     @property
     def max_upload_bytes(self) -> int:
@@ -154,7 +166,10 @@ def _coerce(name: str, value: Any) -> Any:
     if name == "catalog_paths":
         paths = value.split(os.pathsep) if isinstance(value, str) else value
         return tuple(str(p) for p in paths if str(p).strip())
-    if isinstance(default, bool) or name == "public":
+    if name in ("allowed_local_llms", "api_keys"):
+        names = value.split(",") if isinstance(value, str) else value
+        return tuple(str(n).strip() for n in names if str(n).strip())
+    if isinstance(default, bool) or name in ("public", "oauth"):
         return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
     if isinstance(default, int) or name == "shots":
         return int(value)

@@ -308,13 +308,17 @@ class OpenAICompatibleLLM(LLM):
 
 
 def without_credentials(url: str) -> str:
-    """`url` with any user:password@ blanked: the base URL goes into errors, status lines and traces."""
-    from urllib.parse import urlsplit, urlunsplit
+    """`url` with any user:password@ and every query value blanked (`?api-key=...` is as secret): the
+    base URL goes into errors, status lines and traces."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
     parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+    if parts.username is not None or parts.password is not None:
+        parts = parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1])
+    if parts.query:
+        blanked = [(name, "***") for name, _ in parse_qsl(parts.query, keep_blank_values=True)]
+        parts = parts._replace(query=urlencode(blanked, safe="*"))
+    return urlunsplit(parts)
 
 
 def _refusal(error: BaseException) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from .llm import LLM, LLMError, LLMLimits, Message, StreamEnd, Usage
@@ -31,6 +32,7 @@ class LocalChatLLM(LLM):
     def _chat(self) -> Any:
         with self._shared_lock:
             if "chat" not in self._shared:
+                self._check_reachable()
                 try:
                     from models_local.chat import ChatModel
                 except ImportError as e:
@@ -56,6 +58,37 @@ class LocalChatLLM(LLM):
             ) from None
         except chat.GenerationFailed as e:
             raise LLMError(f"The local LLM {self.model} failed: {shorten(str(e))}") from None
+
+    def _check_reachable(self) -> None:
+        """Fail in seconds, before torch is even imported, when the weights cannot come: not after
+        the download's retries."""
+        from huggingface_hub import HfApi, constants, snapshot_download
+
+        if Path(self.model).expanduser().is_dir():
+            return
+        try:
+            snapshot_download(self.model, local_files_only=True)
+            return
+        except (OSError, ValueError):  # not in the HF cache, or not a repo id
+            pass
+        why = "it is not downloaded"
+        if constants.HF_HUB_OFFLINE:
+            raise LLMError(
+                f"The local LLM {self.model} could not be loaded: {why}, and HF_HUB_OFFLINE is set"
+            )
+        try:
+            HfApi().model_info(self.model, timeout=5)
+        except Exception as e:  # no network, unknown repo, gated
+            reason = shorten(str(e), 200)
+            raise LLMError(
+                f"The local LLM {self.model} could not be loaded: {why}, "
+                f"and the Hugging Face Hub did not give it ({reason})"
+            ) from None
+
+    def prepare(self) -> None:
+        """Load the model now (at app start), so the first request does not wait for it."""
+        with self._errors():
+            self._chat().load()
 
     def _stream(
         self, messages: list[Message], schema: dict[str, Any] | None, max_tokens: int | None

@@ -133,10 +133,17 @@ class _Run:
             outcome, error, kind = Outcome.FAILED, str(e), e.kind
         except LLMError as e:
             outcome, error, kind = Outcome.FAILED, str(e), ErrorKind.LLM
-        except Exception:  # a bug: logged with its stack trace, reported without it
-            log.exception("request %s failed", self.request_id)
-            outcome, error = Outcome.FAILED, "Internal error while answering; the server log has the details."
-            kind = ErrorKind.INTERNAL
+        except Exception as e:
+            if self.cancelled.is_set():  # e.g. the page was left and its folder deleted under the run
+                log.info("request %s ended after a stop: %s: %s", self.request_id, type(e).__name__, e)
+                outcome = Outcome.CANCELLED
+            else:  # a bug: logged with its stack trace, reported without it
+                log.exception("request %s failed", self.request_id)
+                outcome, error = (
+                    Outcome.FAILED,
+                    "Internal error while answering; the server log has the details.",
+                )
+                kind = ErrorKind.INTERNAL
         finally:
             timer.cancel()
             self.timings["total"] = time.perf_counter() - started
@@ -158,12 +165,12 @@ class _Run:
 
     def _stages(self, new_files: list[Path]) -> Generator[Event, None, None]:
         plan = yield from self._plan_stage(new_files)
+        self._checkpoint()
         if plan.tasks:
-            self._check_cancelled()
             choices = yield from self._select_stage(plan)
-            self._check_cancelled()
+            self._checkpoint()
             yield from self._execute_stage(plan, choices)
-            self._check_cancelled()
+            self._checkpoint()
         yield from self._respond_stage()
 
     def _plan_stage(self, new_files: list[Path]) -> Generator[Event, None, Plan]:
@@ -187,7 +194,7 @@ class _Run:
                 limits=PlanLimits(max_chars=self.s.max_plan_chars, max_tasks=self.s.max_plan_tasks),
             )
         if self.planning.plan is None:
-            self._check_cancelled()  # stopped while planning: no failure to report
+            self._checkpoint()  # stopped while planning: no failure to report
             raise _Failed(
                 ErrorKind.PLAN, f"I could not make a valid plan for this request. {self.planning.error}"
             )
@@ -251,10 +258,11 @@ class _Run:
                     break
                 self.answer.append(delta.text)
                 yield delta
-        self._check_cancelled()
+        self._checkpoint()
 
-    def _check_cancelled(self) -> None:
-        """Between stages: after Stop no further LLM call or model run starts."""
+    def _checkpoint(self) -> None:
+        """Between stages: the trace so far is written (a run that dies leaves it), and after Stop
+        no further LLM call or model run starts."""
         self._save_trace()
         if self.cancelled.is_set():
             raise _Cancelled

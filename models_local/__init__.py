@@ -55,6 +55,14 @@ def can_run(task: str, model: str, *, library: str | None = None, size_bytes: in
     return default_runtime().can_run(task, model, library=library, size_bytes=size_bytes)
 
 
+def prefetch(model: str) -> Path:
+    """Download a hub model's files into the HF cache (or find its folder) without loading it, e.g.
+    before a ZeroGPU call, so that the GPU time is not spent downloading."""
+    from .hub import locate
+
+    return locate(model, half=False, check_fits=lambda *_: None)[0]
+
+
 def run(
     task: str, model: str, inputs: dict[str, str], out_dir: str | Path, *, stop=None, seed: int | None = None
 ) -> list[dict]:

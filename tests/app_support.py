@@ -107,7 +107,7 @@ def running_app(settings: Settings, **kwargs: Any) -> Iterator[Any]:
         server_port=None,
         prevent_thread_lock=True,
         quiet=True,
-        **app.launch_options(demo.chat_app.max_upload_bytes),
+        **app.launch_options(demo.chat_app.max_upload_bytes, demo=demo),
     )
     try:
         yield demo

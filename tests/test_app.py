@@ -18,7 +18,8 @@ from gradio_client import Client, handle_file
 from PIL import Image
 
 from hugginggpt.artifacts import Artifact
-from hugginggpt.catalog import Catalog
+from hugginggpt.catalog import Catalog, ModelCard
+from hugginggpt.config import Settings
 from hugginggpt.events import (
     ModelSelected,
     PlanReady,
@@ -419,43 +420,101 @@ def test_new_conversation_gets_a_fresh_workspace_and_history(llm_server, tmp_pat
     assert fresh.workspace.root != first.workspace.root and fresh.history == [] and fresh.display == []
     assert "a.png" not in fresh.workspace.files() and not first.workspace.root.exists()  # files deleted
 
-    chat.conversations.limit = 3  # API clients that never leave: the least recently used go first
-    for n in range(3, 7):
-        chat.conversation(f"s{n}")
-    assert list(chat.conversations) == ["s4", "s5", "s6"]
+
+def test_a_flood_of_new_sessions_never_pushes_out_an_active_conversation(tmp_path):
+    from webui.conversations import ConversationTable, TableFull
+
+    now = [0.0]
+    table = ConversationTable(tmp_path / "ws", limit=50, per_client=5, idle_seconds=600, clock=lambda: now[0])
+    active = table.get("visitor", "10.0.0.1")
+    (active.workspace.root / "uploads" / "photo.png").write_bytes(b"png")
+    refused = 0
+    for n in range(510):  # anonymous requests, each with a fresh session, from a few addresses
+        try:
+            table.get(f"flood-{n}", f"10.0.1.{n % 12}")
+        except TableFull as e:
+            refused += 1
+            assert "try again" in str(e) or "Too many conversations from your address" in str(e)
+    assert refused == 510 - 49 and table.find("visitor") is active
+    assert (active.workspace.root / "uploads" / "photo.png").is_file()
+
+    now[0] += 300  # the visitor comes back: still there; the flood's conversations idle on
+    assert table.get("visitor", "10.0.0.1") is active
+    now[0] += 400  # the flood's conversations have been idle 700 s, the visitor's 400 s
+    table.get("visitor", "10.0.0.1")
+    assert list(table) == ["visitor"] and active.workspace.root.exists()
+    now[0] += 700  # idle past the limit: the conversation ends and its files go
+    table.get("someone-else")
+    assert table.find("visitor") is None and not active.workspace.root.exists()
 
 
-def test_zerogpu_wraps_local_model_calls_in_spaces_gpu(monkeypatch, tmp_path):
+def test_zerogpu_calls_carry_the_request_context_and_a_duration_per_call(tmp_path):
     import contextvars
-    import sys
-    import types
 
-    from webui.gpu import GPUEndpoint, on_gpu
+    from webui.gpu import MAX_SECONDS, GPUEndpoint, _duration, gpu_seconds, on_gpu
 
     inner = FakeEndpoint()
-    assert on_gpu(inner) is inner  # no `spaces` package: unchanged
+    assert on_gpu(inner) is inner  # off ZeroGPU `spaces.GPU` passes the function through: unchanged
     calls = []
     marker = contextvars.ContextVar("request", default=None)
 
-    def gpu(duration):
-        def wrap(fn):
-            def run(*args):
-                calls.append((duration, marker.get()))  # what spaces.GPU sees: the request's context
-                return fn(*args)
+    def runner(endpoint, task, model, inputs, out_dir):  # what spaces.GPU's wrapper receives
+        calls.append((_duration(endpoint, task, model, inputs, out_dir), marker.get()))
+        return endpoint.run(task, model, inputs, out_dir)
 
-            return run
-
-        return wrap
-
-    monkeypatch.setitem(sys.modules, "spaces", types.SimpleNamespace(GPU=gpu))
     marker.set("request-1")
-    wrapped = on_gpu(inner, contextvars.copy_context())
+    wrapped = GPUEndpoint(inner, contextvars.copy_context(), runner=runner)
     marker.set(None)
-    assert isinstance(wrapped, GPUEndpoint) and "ZeroGPU" in wrapped.describe()
+    assert "ZeroGPU" in wrapped.describe()
     [card] = FAKE_CATALOG.candidates("text-to-image")
     done = threading.Thread(target=wrapped.run, args=("text-to-image", card, {"text": "a cat"}, tmp_path))
     done.start(), done.join()  # from a worker thread, as the scheduler calls it
-    assert calls == [(120, "request-1")] and inner.calls[0][1] == "org/painter"
+    assert calls == [(gpu_seconds("text-to-image", card), "request-1")] and inner.calls[0][1] == "org/painter"
+    big = ModelCard(id="big", task="text-to-video", size_bytes=60 * 10**9)
+    small = ModelCard(id="small", task="image-classification", size_bytes=10**8)
+    assert gpu_seconds("text-to-video", big) == MAX_SECONDS  # within the tier's limit
+    assert gpu_seconds("image-classification", small) < gpu_seconds("text-to-image", card) < MAX_SECONDS
+
+
+def test_the_real_spaces_package_is_a_no_op_off_zerogpu():
+    spaces = pytest.importorskip("spaces")
+
+    def task(x):
+        return x * 2
+
+    assert spaces.GPU(duration=lambda x: 5)(task) is task
+
+
+def test_spaces_is_imported_before_torch_and_the_gpu_function_is_decorated_at_import(tmp_path):
+    """What ZeroGPU needs and a CPU machine can check: `spaces` first, the decorated function made
+    when the app is imported (before launch), and CUDA untouched."""
+    import subprocess
+    import sys
+
+    stub = tmp_path / "stub" / "spaces"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text(
+        "import sys\n"
+        "TORCH_BEFORE = 'torch' in sys.modules\n"
+        "DECORATED = []\n"
+        "def GPU(duration=None):\n"
+        "    def wrap(fn):\n"
+        "        DECORATED.append((fn.__name__, duration))\n"
+        "        def run(*args, **kwargs):\n"
+        "            return fn(*args, **kwargs)\n"
+        "        return run\n"
+        "    return wrap\n"
+    )
+    check = (
+        "import sys; import app; import spaces, webui.gpu as g\n"
+        "assert not spaces.TORCH_BEFORE, 'torch was imported before spaces'\n"
+        "assert [n for n, _ in spaces.DECORATED] == ['_on_gpu'] and g.zerogpu_active()\n"
+        "import torch; assert not torch.cuda.is_initialized()\n"
+        "print('ok')\n"
+    )
+    env = {**__import__("os").environ, "PYTHONPATH": f"{stub.parent}:{Path(__file__).parent.parent}"}
+    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, timeout=120)
+    assert out.stdout.strip().endswith("ok"), out.stderr[-2000:]
 
 
 def test_unparsable_typed_base_url_is_a_settings_problem_in_the_chat(tmp_path):
@@ -513,3 +572,155 @@ def test_the_status_line_never_shows_a_password_in_the_servers_base_url(tmp_path
     )
     line = chat.status(LLMChoice())
     assert "127.0.0.1:9/v1" in line and "pw-secret" not in line
+
+
+def test_on_a_public_app_visitors_pick_only_the_operators_local_models(tmp_path):
+    from webui.chat import ChatApp, LLMChoice
+
+    settings = Settings(workdir=str(tmp_path / "ws"), allowed_local_llms=("tiny/chat",))
+    public = ChatApp(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint(), public_llm_only=True)
+    for typed in ("/etc", "/", str(tmp_path), "someone/huge-model"):
+        with pytest.raises(ValueError, match="one of its own local models"):
+            public.request_settings(LLMChoice(model=typed))
+    assert public.request_settings(LLMChoice(model="tiny/chat")).llm_model == "tiny/chat"
+    private = ChatApp(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint(), public_llm_only=False)
+    assert private.request_settings(LLMChoice(model=str(tmp_path))).llm_model == str(tmp_path)
+
+
+def test_a_secret_in_the_base_urls_query_never_reaches_the_status_line(tmp_path):
+    from webui.chat import ChatApp, LLMChoice
+
+    settings = Settings(
+        workdir=str(tmp_path / "ws"), llm_base_url="https://u:pw@llm.example/v1?api-key=sk-q1"
+    )
+    line = ChatApp(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint()).status(LLMChoice())
+    assert "sk-q1" not in line and "pw" not in line and "api-key=***" in line
+
+
+def test_two_visitors_on_trickling_llm_servers_do_not_slow_a_third(tmp_path):
+    from fakes.llm_server import FakeLLMServer, Reply
+
+    with FakeLLMServer() as normal, FakeLLMServer() as trickling:
+        normal.script("plan", '{"tasks": []}').script("respond", "Hello there.")
+        trickling.responder = lambda stage, body: Reply("tick " * 40, chunk_delay=0.25)  # ten seconds a reply
+        settings = app_settings(normal, tmp_path / "ws")
+        with running_app(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint()) as demo:
+
+            def timed_request() -> float:
+                started = time.perf_counter()
+                updates, _, _ = send(Client(demo.local_url, verbose=False), "hello")
+                assert "Hello there." in texts(updates[-1])
+                return time.perf_counter() - started
+
+            alone = min(timed_request() for _ in range(2))  # the first also warms the app up
+            slow = [
+                Client(demo.local_url, verbose=False).submit(
+                    {"text": "hello", "files": []}, trickling.url, "m", "k", "local", 5, api_name="/chat"
+                )
+                for _ in range(2)
+            ]
+            deadline = time.time() + 10
+            while len(trickling.requests) < 2 and time.time() < deadline:  # both are trickling now
+                time.sleep(0.05)
+            assert len(trickling.requests) == 2
+            beside = timed_request()
+            assert not any(job.done() for job in slow)  # they were still trickling all along
+    print(f"\nthird visitor: {alone:.2f} s alone, {beside:.2f} s beside two trickling servers")
+    assert beside <= alone + 1.0
+
+
+def test_leaving_the_page_mid_run_ends_the_work_without_a_crash_or_a_file_left(llm_server, tmp_path, caplog):
+    """A model that ignores Stop finishes after the page is gone: no LLM call follows, nothing it
+    writes stays, and the log has no crash."""
+    from webui.chat import ChatApp, LLMChoice
+
+    endpoint = FakeEndpoint(duration=1.0)  # does not look at the stop signal
+    chat = ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=FAKE_CATALOG, endpoint=endpoint)
+    updates = chat.respond(
+        "s1", {"text": "[conv-left] caption", "files": [str(photo(tmp_path / "a.png"))]}, LLMChoice()
+    )
+    conv = chat.conversation("s1")
+    before = len(llm_server.requests)
+    for _ in updates:
+        if endpoint.calls:  # a model is running: the page is closed now
+            calls_at_leave = len(llm_server.requests)
+            chat.drop("s1")
+            break
+    updates.close()
+    deadline = time.time() + 10
+    while conv.cancel is not None and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.5)  # the model's call ends in the background
+    assert not conv.workspace.root.exists()
+    assert len(llm_server.requests) == calls_at_leave > before  # no correction, selection or answer after
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+
+
+def test_with_no_llm_configured_and_no_network_the_first_message_says_what_to_set(tmp_path):
+    from webui.chat import CONFIGURE_HINT, ChatApp, LLMChoice
+
+    settings = Settings(workdir=str(tmp_path / "ws"), local_llm_model="nobody/not-downloaded")
+    chat = ChatApp(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint())
+    warm = chat.backends.warm_up()  # as at app start
+    started = time.perf_counter()
+    *_, (messages, _, running) = chat.respond("s1", {"text": "hello", "files": []}, LLMChoice())
+    assert time.perf_counter() - started < 5 and not running
+    assert "not downloaded, and HF_HUB_OFFLINE is set" in messages[-1]["content"]
+    assert CONFIGURE_HINT in messages[-1]["content"]
+    warm.join(30)
+    assert "local LLM is not available" in chat.status(LLMChoice())
+
+
+def test_sign_in_with_hugging_face_uses_gradios_oauth_and_the_visitors_token(
+    llm_server, tmp_path, monkeypatch
+):
+    """With hf_oauth the page offers sign-in (Gradio's local mock off a Space) and a signed-in
+    visitor's token is what their hosted calls carry; the server's own token stays for the others."""
+    import gradio.oauth
+
+    from webui.backends import Backends
+
+    monkeypatch.setenv("HF_TOKEN", "hf_server_token")
+    monkeypatch.setattr(
+        gradio.oauth,
+        "whoami",
+        lambda *a, **k: {"type": "user", "name": "v", "fullname": "V", "avatarUrl": ""},
+    )
+    settings = app_settings(llm_server, tmp_path / "ws", oauth=True, hf_token="hf_server_token")
+    with running_app(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint()) as demo:
+        config = httpx.get(f"{demo.local_url}config").json()
+        assert any(c.get("props", {}).get("elem_id") == "login" for c in config["components"])
+        login = httpx.get(f"{demo.local_url}login/huggingface", follow_redirects=False)
+        assert login.status_code in (302, 307) and "/login/callback" in login.headers["location"]
+        chat_fn = next(f for f in demo.fns.values() if f.api_name == "chat")
+        assert chat_fn.fn.__name__ == "respond_signed_in"
+
+    backends = Backends(Settings(hf_token="hf_server_token", inference="hosted"))
+    visitor = backends.endpoint_for("hosted", hf_token="hf_visitor_token")
+    anonymous = backends.endpoint_for("hosted")
+    assert [b.token for b in visitor.backends] == ["hf_visitor_token"]
+    assert [b.token for b in anonymous.backends] == ["hf_server_token"]
+
+
+def test_refused_catalog_entries_show_in_the_status_line(tmp_path):
+    from webui.chat import ChatApp, LLMChoice
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("- {id: a, task: make-coffee}\n- {id: b, task: summarization, extra: 1}\n")
+    settings = Settings(workdir=str(tmp_path / "ws"), catalog_paths=(str(mine),), llm_base_url="http://x/v1")
+    line = ChatApp(settings, endpoint=FakeEndpoint()).status(LLMChoice())
+    assert "(1 catalog entries refused: see the server log)" in line  # the warning alone refuses nothing
+
+
+def test_the_space_front_matter_names_catalog_models_and_preloads_only_those():
+    import yaml
+
+    from hugginggpt.catalog import load_catalog
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    front = yaml.safe_load(text.split("---")[1])
+    catalog = load_catalog([])
+    known = {card.id for task in catalog.tasks() for card in catalog.ranked(task) if card.local}
+    assert front["hf_oauth"] is True and front["app_file"] == "app.py"
+    assert set(front["models"]) - {"microsoft/speecht5_hifigan"} <= known  # the vocoder is SpeechT5's
+    assert {entry.split()[0] for entry in front["preload_from_hub"]} <= set(front["models"])

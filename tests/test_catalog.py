@@ -1,17 +1,17 @@
-"""The catalog: shipped coverage, ranking, the indexed store, user files, and the prompt budget."""
+"""The catalog: shipped coverage, ranking, the indexed file, user files, and the prompt budget."""
 
 from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import pytest
 
 from hugginggpt.catalog import ENV_VAR, Catalog, ModelCard, load_catalog, prompt_lines
+from hugginggpt.catalog.indexed_file import IndexedFile, write_indexed
+from hugginggpt.catalog.model_catalog import SHIPPED
 from hugginggpt.catalog.prompt import estimate_tokens
 from hugginggpt.catalog.rules import LOCAL_LIBRARIES
-from hugginggpt.catalog.storefile import Store, write_store
 from hugginggpt.cli import parser, settings_from_args
 from hugginggpt.factory import build_catalog
 from hugginggpt.tasks import CONTROLS, TASKS
@@ -29,7 +29,7 @@ def no_env(monkeypatch):
 
 @pytest.fixture(scope="module")
 def shipped() -> Catalog:
-    return load_catalog([], shipped=Path(__import__("hugginggpt.catalog.store").catalog.store.SHIPPED))
+    return load_catalog([], shipped=SHIPPED)
 
 
 # ---- the shipped catalog ------------------------------------------------------------------------
@@ -102,16 +102,16 @@ def test_controlnet_entries_are_known_public_models(shipped):
     assert seg is not None and seg.local and seg.library == "transformers"
 
 
-def test_shipped_store_opens_lazily(shipped, tmp_path):
-    store = Store(Path(__import__("hugginggpt.catalog.store").catalog.store.SHIPPED))
-    assert store.count == len(shipped)
-    assert not store._parsed  # nothing parsed until a task is asked for
-    top = next(store.ranked("summarization"))
-    assert list(store._parsed) == ["summarization"] and len(store._parsed["summarization"]) == 1
+def test_shipped_indexed_file_opens_lazily(shipped, tmp_path):
+    indexed = IndexedFile(SHIPPED)
+    assert indexed.count == len(shipped)
+    assert not indexed._parsed  # nothing parsed until a task is asked for
+    top = next(indexed.ranked("summarization"))
+    assert list(indexed._parsed) == ["summarization"] and len(indexed._parsed["summarization"]) == 1
     assert top.task == "summarization"
 
 
-# ---- ranking and the store ----------------------------------------------------------------------
+# ---- ranking and the indexed file ----------------------------------------------------------------
 
 
 def card(model_id: str, task: str = "summarization", downloads: int = 0, likes: int = 0, **kw) -> ModelCard:
@@ -134,13 +134,13 @@ def test_ranking_downloads_then_likes_and_only_runnable():
     assert len(catalog) == 5 and catalog.tasks() == ["summarization", "translation"]
 
 
-def test_store_with_overlay_ranks_like_a_plain_sort(tmp_path):
+def test_indexed_file_with_overlay_ranks_like_a_plain_sort(tmp_path):
     rng = random.Random(7)
     tasks = ["summarization", "translation", "text-to-image"]
     base = [card(f"m{i}", rng.choice(tasks), rng.randrange(50), rng.randrange(5)) for i in range(400)]
     odd = [card('ü-ß/"q"\\1', "translation", 3), card("日本/モデル", "translation", 2)]  # escaped as written
-    write_store(base + odd, tmp_path / "s.jsonl")
-    catalog = Catalog(store=Store(tmp_path / "s.jsonl"))
+    write_indexed(base + odd, tmp_path / "s.jsonl")
+    catalog = Catalog(shipped=IndexedFile(tmp_path / "s.jsonl"))
     overrides = [card(f"m{i}", base[i].task, rng.randrange(50), 0) for i in range(0, 400, 7)]
     extra = [card(f"new{i}", rng.choice(tasks), rng.randrange(50)) for i in range(20)]
     for c in overrides + extra:
@@ -281,6 +281,22 @@ def test_malformed_user_files_are_reported_with_lines_not_raised(tmp_path, no_en
         "good-1",
         "good-2",
         "good-3",
+        "numbered",  # its unknown keys are ignored, with a warning
+    ]
+
+
+def test_the_hubs_field_names_are_accepted_and_unknown_fields_only_warn(tmp_path):
+    hub_style = tmp_path / "from-the-hub.jsonl"
+    hub_style.write_text(
+        '{"modelId": "acme/sum", "pipeline_tag": "summarization", "library_name": "transformers",'
+        ' "downloads": 42, "createdAt": "2024-01-01", "sha": "abc"}\n'
+    )
+    catalog = load_catalog([hub_style], shipped=None)
+    card = catalog.get("acme/sum", "summarization")
+    assert card is not None and card.library == "transformers" and card.downloads == 42
+    assert catalog.problems == [
+        f"{hub_style}:1: warning: unknown field(s) createdAt, sha ignored (known: "
+        + catalog.problems[0].split("(known: ")[1]
     ]
 
 
@@ -289,7 +305,7 @@ def test_concurrent_first_queries_never_see_a_half_merged_task(tmp_path, no_env,
     query. A second conversation asking meanwhile must wait for all of them, not rank a part."""
     import threading
 
-    from hugginggpt.catalog import store
+    from hugginggpt.catalog import model_catalog
 
     user = tmp_path / "mine.jsonl"
     user.write_text(
@@ -300,7 +316,7 @@ def test_concurrent_first_queries_never_see_a_half_merged_task(tmp_path, no_env,
     )
     catalog = load_catalog([user], shipped=None)
     merging, release = threading.Event(), threading.Event()
-    real = store.card_from_entry
+    real = model_catalog.card_from_entry
 
     def slow(fields, earlier):  # the real merge, held after its first card until the test says
         card = real(fields, earlier)
@@ -308,7 +324,7 @@ def test_concurrent_first_queries_never_see_a_half_merged_task(tmp_path, no_env,
         release.wait(5)
         return card
 
-    monkeypatch.setattr(store, "card_from_entry", slow)
+    monkeypatch.setattr(model_catalog, "card_from_entry", slow)
     results = {}
 
     def ask(name):
@@ -355,8 +371,17 @@ def test_prompt_lines_mark_unknown_counts():
 
 
 def test_jsonl_roundtrip_of_cards(tmp_path):
+    from hugginggpt.catalog.card import ProviderRoute
+
     c = card("a/b", languages=("en", "fr"), tags=("x",), size_bytes=10, counts_known=False)
     assert ModelCard.from_json(json.loads(json.dumps(c.to_json()))) == c
+    # Providers: unknown (None) is left out; none known (()) stays, as an empty list.
+    served = card("a/c", providers=(ProviderRoute("fal-ai", "live", "summarization"),))
+    unserved = card("a/d", providers=())
+    assert "providers" not in c.to_json() and unserved.to_json()["providers"] == ()
+    write_indexed([c, served, unserved], tmp_path / "cards.jsonl")
+    indexed = IndexedFile(tmp_path / "cards.jsonl")
+    assert [indexed.find("summarization", x.id) for x in (c, served, unserved)] == [c, served, unserved]
 
 
 # ---- the command line ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 from fakes.hub_server import FakeHub, HubModel
 
 from hugginggpt.catalog import load_catalog
+from hugginggpt.catalog.card import ProviderRoute
 from hugginggpt.catalog.hub import summary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,13 +48,25 @@ MODELS = [
         card_data={"license": "apache-2.0", "language": ["en"], "datasets": ["cnn_dailymail"]},
         safetensors={"parameters": {"F32": 1000, "F16": 10}, "total": 1010},
         readme=README,
+        providers={"hf-inference": {"status": "live", "task": "summarization"}},
     ),
     HubModel(
         "acme/tiny-sum", "summarization", downloads=50, likes=1, library_name="transformers", tags=["t5"]
     ),
     HubModel("acme/third-sum", "summarization", downloads=10, library_name="transformers"),
     HubModel("facebook/bart-large-cnn", "summarization", downloads=7, likes=1, library_name="transformers"),
-    HubModel("acme/painter", "text-to-image", downloads=300, library_name="diffusers", tags=["diffusers"]),
+    HubModel(
+        "acme/painter",
+        "text-to-image",
+        downloads=300,
+        library_name="diffusers",
+        tags=["diffusers"],
+        gated="manual",
+        providers={
+            "fal-ai": {"status": "staging", "task": "text-to-image"},
+            "replicate": {"status": "live", "task": "text-to-image"},
+        },
+    ),
     HubModel(
         "acme/controlnet-canny-xl",
         "text-to-image",
@@ -64,17 +77,22 @@ MODELS = [
     HubModel(
         "acme/chat", "text-generation", downloads=80, library_name="transformers", tags=["conversational"]
     ),
+    HubModel("acme/flaky", "translation", info_status=500),  # the Hub fails to answer about it
 ]
 
 
 def refresh(hub_url: str | None, *args: str, offline: bool = False) -> subprocess.CompletedProcess:
+    return catalog_cli(hub_url, "refresh", *args, offline=offline)
+
+
+def catalog_cli(hub_url: str | None, *args: str, offline: bool = False) -> subprocess.CompletedProcess:
     env = dict(os.environ, HF_HUB_OFFLINE="1" if offline else "0", HF_HUB_DISABLE_TELEMETRY="1")
     env["HF_HOME"] = str(ROOT / ".tmp" / "hf-home-catalog")  # no saved login token goes to the fake Hub
     env.pop("HF_TOKEN", None)
     if hub_url:
         env["HF_ENDPOINT"] = hub_url
     return subprocess.run(
-        [sys.executable, "-m", "hugginggpt.catalog", "refresh", *args],
+        [sys.executable, "-m", "hugginggpt.catalog", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -131,7 +149,14 @@ def test_refresh_writes_a_user_catalog_from_the_hub(hub, tmp_path, monkeypatch):
     queries = [r["query"] for r in hub.requests if r["path"] == "/api/models"]
     summ = next(q for q in queries if q.get("pipeline_tag") == ["summarization"])
     assert summ["sort"] == ["downloads"] and summ["limit"] == ["3"]
-    assert {"downloads", "likes", "cardData", "safetensors", "library_name"} <= set(summ["expand"])
+    assert {
+        "downloads",
+        "likes",
+        "cardData",
+        "safetensors",
+        "library_name",
+        "inferenceProviderMapping",
+    } <= set(summ["expand"])
     assert any(q.get("filter") == ["controlnet"] and q.get("search") == ["canny"] for q in queries)
 
     # The refreshed file is a user catalog: its facts override the shipped ones.
@@ -141,6 +166,16 @@ def test_refresh_writes_a_user_catalog_from_the_hub(hub, tmp_path, monkeypatch):
     bart = catalog.get("facebook/bart-large-cnn", "summarization")
     assert bart.downloads > 1_000_000  # not refreshed (beyond --limit): the shipped facts stay
     assert catalog.get("acme/summariser", "summarization").size_bytes == 4020
+    # Which providers serve each model: kept on the card, an empty list where the Hub lists none.
+    assert top["providers"] == [{"provider": "hf-inference", "status": "live", "task": "summarization"}]
+    assert by_key[("summarization", "acme/tiny-sum")]["providers"] == []
+    painter = catalog.get("acme/painter", "text-to-image")
+    assert painter.providers == (
+        ProviderRoute("fal-ai", "staging", "text-to-image"),
+        ProviderRoute("replicate", "live", "text-to-image"),
+    )
+    assert catalog.get("acme/tiny-sum", "summarization").providers == ()
+    assert bart.providers is None  # not refreshed: not known
     assert "acme/painter" in [c.id for c in catalog.candidates("text-to-image", k=100)]
 
 
@@ -197,3 +232,112 @@ def test_summary_takes_the_first_prose_paragraph():
     long = "word " * 200
     cut = summary(long, max_chars=50)
     assert len(cut) <= 50 and cut.endswith("...")
+
+
+def test_user_entries_may_state_providers_and_bad_ones_are_reported(tmp_path, monkeypatch):
+    """What `catalog refresh` writes for providers, a user may write too; a wrong shape is a problem
+    with its line, not a card the hosted endpoint would misread."""
+    monkeypatch.delenv("HUGGINGGPT_CATALOG", raising=False)
+    user = tmp_path / "providers.yaml"
+    user.write_text(
+        "- id: acme/sd\n  task: text-to-image\n"  # line 1
+        "  providers: [{provider: fal-ai, status: live, task: text-to-image}]\n"
+        "- id: acme/none\n  task: text-to-image\n  providers: []\n"  # line 4: known, none
+        "- id: acme/bad\n  task: text-to-image\n  providers: fal-ai\n"  # line 7
+        "- id: acme/worse\n  task: text-to-image\n  providers: [{provider: fal-ai}]\n"  # line 10
+    )
+    catalog = load_catalog([user], shipped=None)
+    assert catalog.get("acme/sd").providers == (ProviderRoute("fal-ai", "live", "text-to-image"),)
+    assert catalog.get("acme/none").providers == ()
+    assert [p.split(": ")[0] for p in catalog.problems] == [f"{user}:7", f"{user}:10"]
+    assert "`providers` must be a list of {provider, status, task}" in catalog.problems[0]
+    assert catalog.get("acme/bad") is None and catalog.get("acme/worse") is None
+
+
+# --- check -----------------------------------------------------------------------------------------
+
+
+def test_check_reports_existence_gating_providers_and_local(hub):
+    result = catalog_cli(
+        hub.url, "check", "acme/summariser", "acme/painter", "acme/gone", "--task", "summarization"
+    )
+    assert result.returncode == 3, result.stderr  # one is missing
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == [
+        "summarization", "acme/summariser:", "exists,", "not", "gated;", "providers:", "hf-inference",
+        "(live,", "summarization);", "local:", "yes",
+    ]  # fmt: skip
+    assert (
+        "acme/painter: exists, gated (manual); providers: fal-ai (staging, text-to-image), replicate (live, "
+        in lines[1]
+    )
+    assert lines[2].endswith("acme/gone: MISSING (not on the Hub, or private)")
+    assert lines[-1] == "checked 3: 1 missing, 1 gated, 2 served live by a provider, 2 runnable locally"
+    asked = [r for r in hub.requests if r["path"].startswith("/api/models/")]
+    assert {r["path"] for r in asked} == {
+        "/api/models/acme/summariser",
+        "/api/models/acme/painter",
+        "/api/models/acme/gone",
+    }
+    assert set(asked[0]["query"]["expand"]) == {
+        "gated",
+        "inferenceProviderMapping",
+        "library_name",
+        "pipeline_tag",
+    }
+
+
+def test_check_a_task_of_the_catalog_as_json(hub, tmp_path):
+    user = tmp_path / "mine.jsonl"
+    folder = tmp_path / "my-sum"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    entries = [
+        {"id": "acme/tiny-sum", "task": "summarization", "downloads": 10**9},
+        {"id": "my-sum", "task": "summarization", "path": str(folder), "downloads": 10**9 - 1},
+    ]
+    user.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    before = len(hub.requests)
+    result = catalog_cli(
+        hub.url, "check", "--task", "summarization", "-k", "3", "--json", "--catalog", str(user)
+    )
+    assert result.returncode == 3, result.stderr  # the third of the shipped catalog's is not on the fake Hub
+    rows = json.loads(result.stdout)
+    assert [(r["id"], r["exists"]) for r in rows][:2] == [("acme/tiny-sum", True), ("my-sum", True)]
+    tiny, mine, shipped = rows
+    assert tiny == {
+        "id": "acme/tiny-sum", "task": "summarization", "in_catalog": True, "exists": True, "gated": False,
+        "providers": [], "live_providers": [], "library": "transformers", "local": True, "error": None,
+        "not_on_hub": None,
+    }  # fmt: skip
+    assert mine["not_on_hub"] == f"a local folder ({folder})" and mine["local"] is True  # not asked
+    assert shipped["in_catalog"] and shipped["exists"] is False
+    asked = sorted(r["path"] for r in hub.requests[before:])  # asked a few at a time: any order
+    assert asked == sorted(["/api/models/acme/tiny-sum", f"/api/models/{shipped['id']}"])
+
+
+def test_check_reports_a_hub_error_for_one_model_and_goes_on(hub):
+    result = catalog_cli(hub.url, "check", "acme/flaky", "acme/chat")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].endswith("acme/flaky: could not check (HTTP 500)")
+    assert "acme/chat: exists" in lines[1] and "Traceback" not in result.stderr
+
+
+def test_check_does_not_ask_the_hub_about_built_in_annotators(hub):
+    before = len(hub.requests)
+    result = catalog_cli(hub.url, "check", "canny-edge-detector")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0].endswith(
+        "canny-edge-detector: built into the local runtime (no weights), not a Hub model; local: yes"
+    )
+    assert len(hub.requests) == before
+
+
+def test_check_needs_models_or_a_task_and_the_hub(tmp_path):
+    result = catalog_cli(None, "check", offline=True)
+    assert result.returncode == 2 and "name model ids, or --task" in result.stderr
+    result = catalog_cli(None, "check", "acme/x", offline=True)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("error: cannot reach the Hugging Face Hub at ")
+    assert "HF_HUB_OFFLINE=1" in result.stderr and "Traceback" not in result.stderr

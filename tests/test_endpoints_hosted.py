@@ -147,16 +147,13 @@ def test_every_hosted_task_gives_the_kinds_its_spec_lists(online, hf, files, tmp
 # --- which models it offers to run ---------------------------------------------------------------
 
 
-def test_can_run(online, hf):
+def test_can_run_for_urls_and_folders(online, hf):
     endpoint = fast()
     assert not endpoint.can_run(card(hf, "depth-estimation"))  # InferenceClient has no method for it
     assert not endpoint.can_run(card(hf, "text-to-video"))  # hf-inference protocol has no such task
-    assert endpoint.can_run(ModelCard(id="acme/video", task="text-to-video"))  # a provider may serve it
     assert not endpoint.can_run(ModelCard(id="acme/canny", task="canny-text-to-image"))  # no method
     assert endpoint.can_run(card(hf, "canny-text-to-image"))  # its own server speaks image-to-image
     assert not endpoint.can_run(ModelCard(id="mine", task="summarization", path="/models/mine"))  # local only
-    assert fast(provider="hf-inference").can_run(ModelCard(id="acme/sum", task="summarization"))
-    assert not fast(provider="fal-ai").can_run(ModelCard(id="acme/sum", task="summarization"))
 
 
 def test_offline_mode_refuses_without_a_request(hf, tmp_path):
@@ -289,3 +286,15 @@ def test_errors_never_quote_the_token(online, hf, tmp_path):
         )
     assert "QQQQ" not in str(err.value) and "ZZZZ" not in str(err.value)
     assert "acme/summarization-model" in str(err.value)  # still says which model failed
+
+
+def test_retries_are_logged_with_their_wait(online, hf, tmp_path, caplog):
+    hf.fail("summarization", Fault(503, body={"error": "loading", "estimated_time": 0.02}))
+    with caplog.at_level("INFO", logger="hugginggpt.endpoints.hosted"):
+        fast(retries=2).run("summarization", card(hf, "summarization"), {"text": "one two"}, tmp_path)
+    [record] = [r for r in caplog.records if r.name == "hugginggpt.endpoints.hosted"]
+    assert record.levelname == "INFO"
+    assert record.getMessage() == (
+        f"acme/summarization-model at {hf.url_for('summarization')}: "
+        "the model is still loading (HTTP 503); retry 1 of 2 in 0.02 s"
+    )

@@ -182,6 +182,9 @@ def test_run_resumes_after_a_limit_and_scores_by_hand(tmp_path):
     report = (out / "report.md").read_text()
     assert "| TaskBench node F1 (pooled) | 0.867 |" in report
     assert "score as an empty plan" in report
+    answered = report.split("## Answered samples only (as upstream reports)")[1]
+    assert "| metric | answered | answered:single | answered:chain | answered:dag |" in answered
+    assert "| metric | answered:tools=1 | answered:tools=2 |" in answered
     for chart in ("metrics_by_shape.png", "metrics_by_tools.png"):
         assert (out / chart).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({chart})" in report
 

@@ -174,12 +174,20 @@ def test_gold_against_gold_is_perfect_on_every_metric(dataset):
         "tools=3",
         "tools=4",
         "answered",
+        "answered:single",
+        "answered:chain",
+        "answered:dag",
+        "answered:tools=1",
+        "answered:tools=2",
+        "answered:tools=3",
+        "answered:tools=4",
     }
     for group, figures in table.items():
         for key in QUALITY:
             value = figures[key]
             if value is None:  # nothing to measure: edges of one-tool samples, accuracy of multi-tool ones
-                assert (key.startswith("edge") and group in ("single", "tools=1")) or key == "single_acc"
+                one_tool = group.removeprefix("answered:") in ("single", "tools=1")
+                assert (key.startswith("edge") and one_tool) or key == "single_acc"
                 continue
             assert value == (0.0 if key in DISTANCES else 1.0), (group, key)
     assert table["overall"]["single_acc"] == 1.0 and table["single"]["samples"] == 3
@@ -324,3 +332,68 @@ def test_gold_plans_our_task_table_cannot_express_are_flagged(dataset):
     found = gold_not_plannable(dataset, [*dataset.samples, odd])
     assert [f["id"] for f in found] == ["1"]
     assert "tabular-classification" in found[0]["problem"] and "produces image" in found[0]["problem"]
+
+
+def test_answered_groups_exist_per_shape_and_per_number_of_tools(dataset, gold):
+    """Upstream scores only the samples that have a prediction, per shape and per number of tools
+    too; the same groups over every sample count a missing prediction as an empty plan."""
+    chain_answered = score_sample(gold["10000004"], gold["10000004"].nodes, dataset.tools)  # chain, 2 tools
+    chain_missing = score_sample(gold["10000005"], None, dataset.tools)  # chain, 3 tools
+    single_answered = score_sample(gold["10000001"], [n("Translation", "x")], dataset.tools)  # wrong tool
+    table = evaluate_groups([chain_answered, chain_missing, single_answered], dataset.tools)
+    # Over every sample, the chains pool tp 2 and fn 3: 2·2 / (2·2 + 3) = 4/7. Answered only: perfect.
+    assert table["chain"]["node_f1"] == pytest.approx(4 / 7)
+    assert table["answered:chain"]["samples"] == 1 and table["answered:chain"]["node_f1"] == 1.0
+    assert table["answered:single"]["node_f1"] == 0.0
+    assert table["answered:tools=2"]["samples"] == 1 and table["answered:tools=2"]["edge_f1"] == 1.0
+    assert "answered:tools=3" not in table  # its only sample has no prediction
+    assert table["tools=3"]["node_f1"] == 0.0
+    assert table["answered"]["samples"] == 2
+
+
+def test_arguments_given_as_name_value_objects_are_scored_by_value(tmp_path):
+    """TaskBench's other domains write arguments as {"name": ..., "value": ...}; `score` read
+    them as strings and stopped with a TypeError."""
+    from hugginggpt.eval.__main__ import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    nodes = [
+        {"task": "Automatic Speech Recognition", "arguments": [{"name": "audio", "value": "example.wav"}]},
+        {"task": "Summarization", "arguments": [{"name": "text", "value": "<node-0>"}]},
+    ]
+    record = {"id": "10000004", "result": {"task_nodes": nodes}}
+    (run / "predictions.jsonl").write_text(json.dumps(record) + "\n")
+    assert main(["score", "--data", str(FIXTURES), "--out", str(run)]) == 0
+    metrics = json.loads((run / "metrics.json").read_text())
+    row = next(r for r in metrics["per_sample"] if r["id"] == "10000004")
+    assert (row["node_f1"], row["edge_f1"], row["arg_t_f1"], row["arg_v_f1"]) == (1.0, 1.0, 1.0, 1.0)
+    assert metrics["groups"]["answered:chain"]["arg_v_f1"] == 1.0
+
+
+def test_deliberate_differences_from_upstream_are_documented_and_hold(dataset, gold):
+    from hugginggpt.eval import metrics
+
+    doc = metrics.__doc__
+    assert "deliberately differs from upstream's evaluate.py" in doc
+    for phrase in (
+        "at both ends of an edge",
+        "read as a literal text argument",
+        '(shown "n/a")',
+        "by its value",
+    ):
+        assert phrase in doc, phrase
+    # Underscored names on both ends of an edge still match the gold's edge.
+    underscored = [n("Automatic_Speech_Recognition", "example.wav"), n("Summarization", "<node-0>")]
+    assert scored(gold["10000004"], underscored, dataset.tools)["edge_f1"] == 1.0
+    # A reference to a node the plan does not have is a literal text argument, not an edge.
+    dangling = score_sample(
+        gold["10000004"],
+        [n("Automatic Speech Recognition", "example.wav"), n("Summarization", "<node-5>")],
+        dataset.tools,
+    )
+    assert dangling.edge.tp == 0 and dangling.edge.fn == 1 and dangling.edge.fp == 0
+    assert dangling.arg_name.tp == 2  # named "text", as the gold's reference to ASR's text output
+    # No edges on either side of a group: no edge F1 at all, shown as "n/a".
+    single = aggregate([score_sample(gold["10000001"], gold["10000001"].nodes, dataset.tools)])
+    assert single["edge_f1"] is None and metrics.format_value("edge_f1", single["edge_f1"]) == "n/a"

@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from hugginggpt.catalog.card import ModelCard
 from hugginggpt.catalog.describe import describe
+from hugginggpt.catalog.indexed_file import write_indexed
 from hugginggpt.catalog.rules import is_local
-from hugginggpt.catalog.storefile import write_store
 from hugginggpt.tasks import TASKS
 
 P0 = ROOT.parent / "shared" / "catalog" / "p0_models.jsonl"
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         for c in cards
     ]
-    count = write_store(cards, args.out)
+    count = write_indexed(cards, args.out)
     per_task = Counter(c.task for c in cards)
     local_per_task = Counter(c.task for c in cards if c.local)
     print(f"wrote {count} models to {args.out} (local flag from {how})")

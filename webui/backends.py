@@ -8,16 +8,19 @@ server that refuses structured output) is kept; each request still gets its own 
 from __future__ import annotations
 
 import contextvars
+import logging
 import threading
 from collections import OrderedDict
 
 from hugginggpt.config import Settings
 from hugginggpt.endpoints import Endpoint, RoutedEndpoint, build_backends
 from hugginggpt.factory import build_llm
-from hugginggpt.llm import LLM
+from hugginggpt.llm import LLM, LLMError
 from hugginggpt.llm_local import LocalChatLLM
 
-from .gpu import on_gpu
+from .gpu import on_gpu, zerogpu_active
+
+log = logging.getLogger(__name__)
 
 
 class Backends:
@@ -39,6 +42,33 @@ class Backends:
         self._local_llms: dict[str, LLM] = {}
         self._backends: dict[str, Endpoint] | None = None
         self._lock = threading.Lock()
+        self.warm_state = ""  # what warm_up() is doing, for the status line
+
+    def warm_up(self) -> threading.Thread:
+        """At app start, in the background: import the model runtime (torch, transformers) and load
+        the default local controller LLM when no server is configured, so the first request does
+        not wait for either. Progress shows in `warm_state`."""
+
+        def work() -> None:
+            try:
+                self.warm_state = "importing the model runtime"
+                import models_local  # noqa: F401  (torch, transformers, diffusers)
+
+                # On ZeroGPU the GPU is only lent inside decorated calls: no model is loaded here.
+                if not self.settings.uses_server and self.llm is None and not zerogpu_active():
+                    self.warm_state = f"loading the local LLM {self.settings.local_llm_model}"
+                    llm = self.llm_for(self.settings)
+                    llm.prepare()  # type: ignore[attr-defined]
+                self.warm_state = "ready"
+            except ImportError:
+                self.warm_state = "ready (no local runtime installed)"
+            except LLMError as e:
+                self.warm_state = f"the local LLM is not available: {e}"
+                log.warning("warm-up: %s", e)
+
+        thread = threading.Thread(target=work, name="warm-up", daemon=True)
+        thread.start()
+        return thread
 
     def llm_for(self, s: Settings) -> LLM:
         server = self.settings
@@ -66,16 +96,21 @@ class Backends:
                 self._clients.popitem(last=False)
         return client
 
-    def endpoint_for(self, mode: str, context: contextvars.Context | None = None) -> Endpoint:
-        """The endpoint of inference `mode`; `context` is the Gradio request's (ZeroGPU reads it)."""
+    def endpoint_for(
+        self, mode: str, context: contextvars.Context | None = None, *, hf_token: str | None = None
+    ) -> Endpoint:
+        """The endpoint of inference `mode`; `context` is the Gradio request's (ZeroGPU reads it).
+        `hf_token`: a signed-in visitor's own token, which then pays for their hosted calls."""
         if self.endpoint is not None:
             return self.endpoint
+        s = self.settings
         with self._lock:
             if self._backends is None:
-                s = self.settings
                 self._backends = build_backends(
                     hf_token=s.hf_token, provider=s.hf_provider, experts_url=s.experts_url
                 )
         available = dict(self._backends)
         available["local"] = on_gpu(available["local"], context)
+        if hf_token:
+            available["hosted"] = build_backends(hf_token=hf_token, provider=s.hf_provider)["hosted"]
         return RoutedEndpoint(mode, available)

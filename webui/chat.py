@@ -25,9 +25,10 @@ from hugginggpt.llm import LLM
 from hugginggpt.pipeline import Pipeline
 
 from .backends import Backends
-from .conversations import Conversation, ConversationTable
+from .conversations import Conversation, ConversationTable, TableFull
 from .render import RunView
 from .session_settings import LLMChoice, merge_settings
+from .slots import RunSlots
 from .status import status_line
 from .uploads import check_upload
 
@@ -59,6 +60,7 @@ class ChatApp:
         max_upload_bytes: int | None = None,
         public_llm_only: bool | None = None,
         max_conversations: int = 500,
+        concurrency: int | None = None,
     ):
         self.settings = settings
         self.catalog = catalog if catalog is not None else build_catalog(settings)
@@ -68,9 +70,13 @@ class ChatApp:
         self.workdir = Path(settings.workdir).resolve()
         self.conversations = ConversationTable(self.workdir, limit=max_conversations, welcome=self.welcome)
         self.backends = Backends(settings, llm=llm, endpoint=endpoint, public=self.public_llm_only)
+        self._refused_entries = sum(": warning: " not in p for p in self.catalog.problems)
+        for problem in self.catalog.problems:  # the operator reads the details in the log
+            log.warning("catalog: %s", problem)
+        self.slots = RunSlots(concurrency or settings.app_concurrency)  # shared with the MCP and API doors
 
-    def conversation(self, session: str) -> Conversation:
-        return self.conversations.get(session)
+    def conversation(self, session: str, client: str = "") -> Conversation:
+        return self.conversations.get(session, client)
 
     def reset(self, session: str) -> None:
         """A new conversation for this session: fresh workspace and history."""
@@ -100,9 +106,11 @@ class ChatApp:
         except ValueError as e:
             return f"**Settings problem:** {e}"
         endpoint = self.backends.endpoint_for(s.inference).describe()
-        return status_line(
-            s, endpoint=endpoint, catalog_size=len(self.catalog), catalog_problems=len(self.catalog.problems)
+        line = status_line(
+            s, endpoint=endpoint, catalog_size=len(self.catalog), catalog_problems=self._refused_entries
         )
+        warm = self.backends.warm_state
+        return line + (f" · *{warm}*" if warm and warm != "ready" else "")
 
     def welcome(self) -> list[dict[str, Any]]:
         if self.settings.uses_server:
@@ -121,10 +129,21 @@ class ChatApp:
     # ---- one request --------------------------------------------------------------------------
 
     def respond(
-        self, session: str, message: dict[str, Any] | str | None, choice: LLMChoice, *, poll: float = 0.05
+        self,
+        session: str,
+        message: dict[str, Any] | str | None,
+        choice: LLMChoice,
+        *,
+        client: str = "",
+        hf_token: str | None = None,
+        poll: float = 0.05,
     ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
         """Yields (chat messages, trace files, still running) as the request advances."""
-        conv = self.conversation(session)
+        try:
+            conv = self.conversation(session, client)
+        except TableFull as e:
+            yield [_note(str(e))], [], False
+            return
         text, files = _split_message(message)
         if conv.cancel is not None:
             yield conv.display + [_note(BUSY)], conv.traces, True
@@ -156,7 +175,9 @@ class ChatApp:
             pipeline = Pipeline(
                 llm=self.llm_for(s),
                 catalog=self.catalog,
-                endpoint=self.backends.endpoint_for(s.inference, contextvars.copy_context()),
+                endpoint=self.backends.endpoint_for(
+                    s.inference, contextvars.copy_context(), hf_token=hf_token
+                ),
                 settings=s,
             )
         except ValueError as e:
@@ -173,7 +194,7 @@ class ChatApp:
         events: queue.Queue = queue.Queue()
         worker = threading.Thread(
             target=_drive,
-            args=(pipeline, text, conv, [Path(f) for f in files], cancel, events),
+            args=(pipeline, text, conv, [Path(f) for f in files], cancel, events, self.slots),
             name=f"hugginggpt-{session[:8]}",
             daemon=True,
         )
@@ -215,6 +236,8 @@ class ChatApp:
     def _finish(self, conv: Conversation, text: str, view: RunView) -> None:
         done = view.done
         assert done is not None
+        if done.incomplete:
+            view.note(f"*The answer above is incomplete: {done.incomplete}.*")
         if done.outcome is Outcome.CANCELLED:
             view.note("Stopped." + (" The partial answer above was kept." if done.answer else ""))
         elif done.error:
@@ -234,8 +257,12 @@ def _drive(
     files: list[Path],
     cancel: threading.Event,
     events: queue.Queue,
+    slots: RunSlots,
 ) -> None:
     """Runs the pipeline in its own thread, so the chat can give up on it at once when stopped."""
+    if not slots.acquire(cancel, refuse_when_busy=False):  # busy with API calls: waits its turn
+        events.put(Done(Outcome.CANCELLED))
+        return
     run = pipeline.run(
         text, workspace=conv.workspace, files=files, history=list(conv.history), cancelled=cancel
     )
@@ -246,6 +273,9 @@ def _drive(
         log.exception("the pipeline crashed")
     finally:
         run.close()
+        if conv.ended:  # the page was left mid-run: what the run wrote since goes too
+            conv.delete_files()
+        slots.release()
         events.put(None)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -19,48 +20,95 @@ from hugginggpt.llm import Message
 from hugginggpt.workspace import Workspace
 
 
+class TableFull(RuntimeError):
+    """No room for another conversation now; the message says so in the visitor's words."""
+
+
 @dataclass
 class Conversation:
     workspace: Workspace
+    client: str = ""  # the address it came from, to cap conversations per client
+    last_used: float = field(default_factory=time.monotonic)
     history: list[Message] = field(default_factory=list)  # what the LLM sees of earlier turns
     display: list[dict[str, Any]] = field(default_factory=list)  # the chat as shown
     traces: list[str] = field(default_factory=list)
     requests: int = 0
     cancel: threading.Event | None = None  # set while a request runs
+    served: set[Path] = field(default_factory=set)  # the copies the browser fetches (webui.files)
+    copies: dict[Path, Path] = field(default_factory=dict)  # workspace file -> its served copy
+    ended: bool = False
 
     def remove(self) -> None:
-        """Stop its run and delete its files."""
+        """Stop its run and delete its files: the workspace and every copy served to the page."""
+        self.ended = True
         if self.cancel is not None:
             self.cancel.set()
+        self.delete_files()
+
+    def delete_files(self) -> None:
         shutil.rmtree(self.workspace.root, ignore_errors=True)
+        for path in list(self.served):
+            path.unlink(missing_ok=True)
+            if path.parent.name != "gradio":  # the copy's own random folder (an upload's hash folder)
+                shutil.rmtree(path.parent, ignore_errors=True)
+        self.served.clear()
 
 
 class ConversationTable:
-    """Conversations by session, the least recently used first; idle ones beyond `limit` are
-    forgotten (API clients never "leave the page")."""
+    """Conversations by session. A conversation idle for `idle_seconds` ends (its files deleted);
+    a flood of new sessions cannot push out an active one: past `limit` conversations, or
+    `per_client` from one address, a new session is refused with TableFull instead."""
 
-    def __init__(self, workdir: Path, *, limit: int = 500, welcome: Callable[[], list] = list):
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        limit: int = 500,
+        per_client: int = 20,
+        idle_seconds: float = 3600.0,
+        welcome: Callable[[], list] = list,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.workdir = workdir
         self.limit = limit
+        self.per_client = per_client
+        self.idle_seconds = idle_seconds
         self.welcome = welcome
+        self.clock = clock
         self._by_session: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, session: str) -> Conversation:
-        """The session's conversation, made on first use."""
-        evicted = []
+    def get(self, session: str, client: str = "") -> Conversation:
+        """The session's conversation, made on first use; TableFull when there is no room."""
         with self._lock:
+            ended = self._end_idle()
             conv = self._by_session.get(session)
             if conv is None:
-                conv = Conversation(Workspace.create(self.workdir, uuid.uuid4().hex), display=self.welcome())
+                self._check_room(client)
+                workspace = Workspace.create(self.workdir, uuid.uuid4().hex)
+                conv = Conversation(workspace, client=client, display=self.welcome())
                 self._by_session[session] = conv
-                idle = [k for k, c in self._by_session.items() if c.cancel is None and k != session]
-                while len(self._by_session) > self.limit and idle:
-                    evicted.append(self._by_session.pop(idle.pop(0)))
+            conv.last_used = self.clock()
             self._by_session.move_to_end(session)
-        for old in evicted:
+        for old in ended:
             old.remove()
         return conv
+
+    def _end_idle(self) -> list[Conversation]:
+        too_old = self.clock() - self.idle_seconds
+        idle = [k for k, c in self._by_session.items() if c.cancel is None and c.last_used < too_old]
+        return [self._by_session.pop(k) for k in idle]
+
+    def _check_room(self, client: str) -> None:
+        if len(self._by_session) >= self.limit:
+            raise TableFull(
+                "The app is holding as many conversations as it can right now; try again in a few minutes."
+            )
+        if client and sum(c.client == client for c in self._by_session.values()) >= self.per_client:
+            raise TableFull(
+                f"Too many conversations from your address ({self.per_client}); close some tabs "
+                "or wait for them to time out."
+            )
 
     def find(self, session: str) -> Conversation | None:
         with self._lock:

@@ -1,12 +1,23 @@
-"""ZeroGPU support: on a Space with ZeroGPU hardware, local model calls must run inside a function
-decorated with `spaces.GPU`. Where the `spaces` package is absent this is a no-op; where it is
-present but the hardware is not ZeroGPU, `spaces.GPU` itself does nothing.
+"""ZeroGPU, as the `spaces` package expects it.
+
+- `spaces` is imported here, and app.py imports this module before anything that touches torch:
+  `spaces` refuses to work once CUDA was initialised.
+- The GPU function is decorated when this module is imported, before `launch()`: `spaces` sets
+  ZeroGPU up by hooking the next launch, and only for functions already decorated.
+- Its duration is computed per call from what runs (the model's size, the task) within the
+  tier's limit; weights are downloaded before the call, in this process, so the GPU time pays only
+  for loading from disk and running.
+- Off ZeroGPU (no SPACES_ZERO_GPU) `spaces.GPU` returns the function itself: a no-op. Without the
+  `spaces` package the same.
+
+Stop cannot reach into ZeroGPU's worker process: the chat moves on at once and the call ends
+within its duration, its result dropped.
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -14,38 +25,71 @@ from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
 from hugginggpt.endpoints import Endpoint, StopSignal
 
-GPU_SECONDS = 120  # the longest one model call may hold the GPU
+try:
+    import spaces
+except ImportError:  # installed without the app's extras: run in-process
+    spaces = None
+
+log = logging.getLogger(__name__)
+
+MAX_SECONDS = 120  # the longest one call may hold the GPU (ZeroGPU's tier limit; set by the app)
+LOAD_SECONDS_PER_GB = 4  # from disk to the GPU, with margin
+# Seconds to run once loaded, by task; others take BASE_SECONDS.
+RUN_SECONDS = {
+    "text-to-image": 40,
+    "image-to-image": 40,
+    "text-to-video": 110,
+    "text-to-speech": 20,
+    "automatic-speech-recognition": 30,
+    "audio-to-audio": 30,
+    "text-generation": 30,
+    "conversational": 30,
+    "image-to-text": 20,
+    "visual-question-answering": 20,
+    "document-question-answering": 20,
+}
+CONTROLNET_SECONDS = 45  # "<control>-text-to-image" tasks: a ControlNet and a base model
+BASE_SECONDS = 10
 
 
-def _run(
-    endpoint: Endpoint, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path
-) -> list[Artifact]:
+def gpu_seconds(task: str, model: ModelCard) -> int:
+    """How long a call may hold the GPU: loading the weights plus running the task, at most MAX_SECONDS."""
+    size_gb = (model.size_bytes or 2 * 10**9) / 10**9
+    run = CONTROLNET_SECONDS if task.endswith("-text-to-image") and task != "text-to-image" else None
+    run = run or RUN_SECONDS.get(task, BASE_SECONDS)
+    return int(min(MAX_SECONDS, 5 + size_gb * LOAD_SECONDS_PER_GB + run))
+
+
+def _on_gpu(endpoint: Endpoint, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> list:
+    """Runs on the GPU (in ZeroGPU's worker process on a Space)."""
     return endpoint.run(task, model, inputs, out_dir)
 
 
-def on_gpu(endpoint: Endpoint, context: contextvars.Context | None = None) -> Endpoint:
-    """`endpoint` with its runs wrapped in `spaces.GPU`, or `endpoint` itself without `spaces`.
+def _duration(endpoint: Endpoint, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> int:
+    return gpu_seconds(task, model)
 
-    `context`: the context of the Gradio request (contextvars.copy_context() in the handler);
-    spaces.GPU reads the request from it, and the scheduler's worker threads do not inherit it.
-    """
-    try:
-        import spaces
-    except ImportError:
+
+# Decorated at import: before launch(), as ZeroGPU requires.
+run_on_gpu = spaces.GPU(duration=_duration)(_on_gpu) if spaces is not None else _on_gpu
+
+
+def zerogpu_active() -> bool:
+    """Whether `spaces` really wraps calls here (a ZeroGPU Space), not just passes them through."""
+    return run_on_gpu is not _on_gpu
+
+
+def on_gpu(endpoint: Endpoint, context: contextvars.Context | None = None) -> Endpoint:
+    """`endpoint` with its runs going through the GPU function, or `endpoint` itself off ZeroGPU."""
+    if not zerogpu_active():
         return endpoint
-    return GPUEndpoint(endpoint, spaces.GPU(duration=GPU_SECONDS)(_run), context)
+    return GPUEndpoint(endpoint, context)
 
 
 class GPUEndpoint(Endpoint):
-    def __init__(
-        self,
-        inner: Endpoint,
-        runner: Callable[..., list[Artifact]],
-        context: contextvars.Context | None = None,
-    ):
+    def __init__(self, inner: Endpoint, context: contextvars.Context | None = None, runner: Any = None):
         self.inner = inner
-        self.runner = runner
         self.context = context
+        self.runner = runner or run_on_gpu
         self.name = inner.name
 
     def describe(self) -> str:
@@ -63,8 +107,23 @@ class GPUEndpoint(Endpoint):
         *,
         stop: StopSignal | None = None,
     ) -> list[Artifact]:
+        if stop is not None and stop.is_set():
+            return self.inner.run(task, model, inputs, out_dir, stop=stop)  # ends at once, as Stopped
+        _prefetch(model)  # weights on disk before the GPU is held
         # `stop` stays here: ZeroGPU runs the call in another process, which would not see it set.
         if self.context is None:
             return self.runner(self.inner, task, model, inputs, out_dir)
-        # A copy per call: one Context cannot be entered by two threads at once.
+        # A copy per call: one Context cannot be entered by two threads at once. spaces.GPU reads
+        # the Gradio request from it; the scheduler's worker threads do not inherit it.
         return self.context.copy().run(self.runner, self.inner, task, model, inputs, out_dir)
+
+
+def _prefetch(model: ModelCard) -> None:
+    try:
+        import models_local
+    except ImportError:
+        return
+    try:
+        models_local.prefetch(model.source)
+    except Exception as exc:  # noqa: BLE001 (the call itself reports what is wrong, in its words)
+        log.info("prefetching %s failed: %s", model.id, exc)

@@ -39,8 +39,17 @@ def merge_settings(server: Settings, choice: LLMChoice, *, public: bool, resolve
         s = replace(s, llm_base_url=base_url, llm_api_key=key)
     elif key:
         s = replace(s, llm_api_key=key)
+    model = choice.model.strip()
+    if public and model and not s.uses_server and model != s.local_llm_model:
+        allowed = (s.local_llm_model, *s.allowed_local_llms)
+        if model not in allowed:
+            # A visitor never names what the server loads from its disk or downloads.
+            raise ValueError(
+                f"Without an LLM server this app runs one of its own local models: {', '.join(allowed)}. "
+                "To use another model, set an LLM base URL."
+            )
     mode = choice.inference or s.inference
     if mode not in INFERENCE_MODES:
         raise ValueError(f"Inference mode must be one of {', '.join(INFERENCE_MODES)}.")
     top_k = int(choice.top_k) if choice.top_k else s.top_k
-    return replace(s, llm_model=choice.model.strip() or s.llm_model, inference=mode, top_k=max(1, top_k))
+    return replace(s, llm_model=model or s.llm_model, inference=mode, top_k=max(1, top_k))

@@ -1,4 +1,5 @@
-"""`python -m hugginggpt.catalog refresh|list|show`: refresh from the Hub, or look at the catalog."""
+"""`python -m hugginggpt.catalog refresh|check|list|show`: refresh from the Hub, check models on it,
+or look at the catalog."""
 
 from __future__ import annotations
 
@@ -76,6 +77,51 @@ def _catalog_paths(args: argparse.Namespace) -> list[str]:
     return [*load_settings().catalog_paths, *(args.catalog or [])]
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    from huggingface_hub import constants
+
+    from . import load_catalog
+    from .check import Wanted, check_models
+    from .hub import HubUnreachable
+
+    unknown = [t for t in args.task or () if t not in TASKS]
+    if unknown:
+        print(f"error: unknown task(s): {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    if not args.task and not args.ids:
+        print("error: name model ids, or --task to check a task's catalog models", file=sys.stderr)
+        return 2
+    catalog = load_catalog(_catalog_paths(args))
+    for problem in catalog.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    wanted: list[Wanted] = []
+    for model_id in args.ids:  # each task it is listed for (within --task); the Hub's task if none
+        cards = [c for t in args.task or catalog.tasks() if (c := catalog.get(model_id, t))]
+        wanted += [Wanted(c.id, c.task, c) for c in cards] or [
+            Wanted(model_id, t) for t in args.task or [None]
+        ]
+    if not args.ids:
+        for task in args.task:
+            wanted += [Wanted(c.id, task, c) for c in catalog.candidates(task, k=args.k or sys.maxsize)]
+    try:
+        results = check_models(wanted)
+    except HubUnreachable as err:
+        print(f"error: cannot reach the Hugging Face Hub at {constants.ENDPOINT} ({err})", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps([r.to_json() for r in results], ensure_ascii=False, indent=1))
+    else:
+        for result in results:
+            print(result.line())
+        missing = sum(r.exists is False for r in results)
+        served = sum(bool(r.live) for r in results)
+        print(
+            f"checked {len(results)}: {missing} missing, {sum(bool(r.gated) for r in results)} gated, "
+            f"{served} served live by a provider, {sum(r.local for r in results)} runnable locally"
+        )
+    return 3 if any(r.exists is False for r in results) else 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from . import load_catalog, prompt_lines
 
@@ -118,6 +164,17 @@ def main(argv: list[str] | None = None) -> int:
     refresh.add_argument("--facts-only", action="store_true", help="skip fetching each model card")
     refresh.add_argument("--quiet", action="store_true", help="no progress bar")
     refresh.set_defaults(run=cmd_refresh)
+    check = sub.add_parser(
+        "check",
+        help="per model: still on the Hub, gated, which providers serve it, runnable locally "
+        "(exit status 3 when one is missing)",
+    )
+    check.add_argument("ids", nargs="*", metavar="ID", help="model ids (default: the --task models)")
+    check.add_argument("--task", action="append", help="a task type (repeatable)")
+    check.add_argument("-k", type=int, default=0, help="only the top K of each task (default: all)")
+    check.add_argument("--json", action="store_true", help="one JSON list instead of lines")
+    check.add_argument("--catalog", type=Path, action="append", default=[], help="a user catalog file")
+    check.set_defaults(run=cmd_check)
     for name, helptext in (
         ("list", "models per task, or the top ones of a task"),
         ("show", "one model's card"),

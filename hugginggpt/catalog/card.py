@@ -7,6 +7,19 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class ProviderRoute:
+    """One inference provider's entry in a model's Hub mapping (`inferenceProviderMapping`)."""
+
+    provider: str  # e.g. "hf-inference", "fal-ai"
+    status: str  # "live", "staging" (testing only) or "error" (its last health check failed)
+    task: str  # the task the provider serves the model for, in huggingface_hub's words
+
+    @property
+    def live(self) -> bool:
+        return self.status == "live"
+
+
+@dataclass(frozen=True)
 class ModelCard:
     id: str  # hub id, or a name for a local folder / custom endpoint
     task: str
@@ -24,6 +37,9 @@ class ModelCard:
     tags: tuple[str, ...] = field(default=())
     # False when downloads/likes are not known (curated entries): shown as "n/a", ranked as 0.
     counts_known: bool = True
+    # Which inference providers serve it, from the Hub (`catalog refresh`, or a user entry).
+    # None: not known (the shipped catalog, most user entries); (): the Hub lists none.
+    providers: tuple[ProviderRoute, ...] | None = None
 
     @property
     def source(self) -> str:
@@ -36,7 +52,9 @@ class ModelCard:
         return (-self.downloads, -self.likes)
 
     def to_json(self) -> dict[str, Any]:
-        raw = {k: v for k, v in asdict(self).items() if v not in (None, (), "")}
+        raw = {k: v for k, v in asdict(self).items() if v not in (None, (), "") or k == "providers"}
+        if raw["providers"] is None:
+            del raw["providers"]  # unknown; an empty list says "no provider" and stays
         if raw.get("counts_known") is True:
             del raw["counts_known"]  # the default: keep files short
         if raw.get("local") is False:
@@ -47,4 +65,8 @@ class ModelCard:
     def from_json(cls, raw: dict[str, Any]) -> ModelCard:
         known = cls.__dataclass_fields__
         values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in raw.items() if k in known}
+        if values.get("providers") is not None:
+            values["providers"] = tuple(
+                r if isinstance(r, ProviderRoute) else ProviderRoute(**r) for r in values["providers"]
+            )
         return cls(**values)

@@ -1,7 +1,8 @@
 """Refresh: live model facts from the Hugging Face Hub, written as a user catalog file.
 
-`HfApi.list_models(pipeline_tag=..., sort="downloads", expand=[...])` gives the facts; each model's
-README gives a short description (its first paragraph of prose), fetched on the user's machine.
+`HfApi.list_models(pipeline_tag=..., sort="downloads", expand=[...])` gives the facts, including
+which inference providers serve each model (`inferenceProviderMapping`); each model's README gives
+a short description (its first paragraph of prose), fetched on the user's machine.
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from ..tasks import CONTROLS, TASKS
-from .card import ModelCard
+from .card import ModelCard, ProviderRoute
 from .describe import describe
 from .rules import is_local
 
 CARD_WORKERS = 8  # model cards fetched at the same time
-EXPAND = ["downloads", "likes", "library_name", "pipeline_tag", "tags", "cardData", "safetensors"]
+# fmt: off
+EXPAND = ["downloads", "likes", "library_name", "pipeline_tag", "tags", "cardData", "safetensors",
+          "inferenceProviderMapping"]
+# fmt: on
 # fmt: off
 DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2,
                "I16": 2, "U16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
@@ -76,6 +80,16 @@ def size_from_safetensors(info: Any) -> int | None:
     return sum(int(n) * DTYPE_BYTES.get(dtype, 4) for dtype, n in params.items())
 
 
+def provider_routes(info: Any) -> tuple[ProviderRoute, ...] | None:
+    """A ModelInfo's inference provider mapping as routes; None when the answer did not carry it."""
+    mapping = getattr(info, "inference_provider_mapping", None)
+    if mapping is None:
+        return None
+    return tuple(
+        ProviderRoute(provider=str(m.provider), status=str(m.status), task=str(m.task)) for m in mapping
+    )
+
+
 def _as_tuple(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -112,6 +126,7 @@ def card_from_info(task: str, info: Any, card_text: str | None) -> ModelCard:
         languages=languages,
         datasets=datasets,
         tags=tags,
+        providers=provider_routes(info) or (),  # asked for (EXPAND): no mapping means no provider
     )
 
 

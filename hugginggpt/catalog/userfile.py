@@ -15,13 +15,14 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ..tasks import TASKS
-from .card import ModelCard
+from .card import ModelCard, ProviderRoute
 
 FIELDS = set(ModelCard.__dataclass_fields__)
 INT_FIELDS = ("downloads", "likes", "size_bytes")
 STR_FIELDS = ("id", "task", "description", "library", "path", "endpoint_url", "license")
 LIST_FIELDS = ("languages", "datasets", "tags")
 BOOL_FIELDS = ("local", "counts_known")
+ROUTE_FIELDS = ("provider", "status", "task")  # each entry of `providers`, as refresh writes it
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,9 @@ def read_user_file(path: Path) -> tuple[list[Entry], list[str]]:
     entries = []
     for line, item in raw:
         where = f"{path}:{line}"
-        fields, errors = check(item, base=path.parent)
+        fields, errors, warnings = check(item, base=path.parent)
         problems.extend(f"{where}: {e}" for e in errors)
+        problems.extend(f"{where}: warning: {w}" for w in warnings)
         if not errors:
             entries.append(Entry(fields))
     return entries, problems
@@ -114,14 +116,20 @@ def _yaml_items(path: Path, text: str) -> tuple[list[tuple[int, Any]], list[str]
     return items, problems
 
 
-def check(item: Any, *, base: Path) -> tuple[dict[str, Any], list[str]]:
-    """The entry's fields, normalised, and what is wrong with it (empty when valid)."""
+# The Hub's own names for fields, as a model's JSON from the Hub API has them.
+ALIASES = {"pipeline_tag": "task", "library_name": "library", "modelId": "id"}
+
+
+def check(item: Any, *, base: Path) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The entry's fields, normalised; what is wrong with it (the entry is refused); and warnings
+    (the entry is kept): fields this catalog does not know are ignored with a warning."""
     if not isinstance(item, dict):
-        return {}, [f"an entry must be a mapping of fields, got {type(item).__name__}"]
-    errors = []
+        return {}, [f"an entry must be a mapping of fields, got {type(item).__name__}"], []
+    item = {ALIASES.get(str(k), k): v for k, v in item.items() if not (k in ALIASES and ALIASES[k] in item)}
+    errors, warnings = [], []
     unknown = sorted((str(k) for k in item if k not in FIELDS))  # YAML keys may be numbers
     if unknown:
-        errors.append(f"unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(FIELDS))})")
+        warnings.append(f"unknown field(s) {', '.join(unknown)} ignored (known: {', '.join(sorted(FIELDS))})")
     fields: dict[str, Any] = {}
     for name in ("id", "task"):
         if not isinstance(item.get(name), str) or not item[name].strip():
@@ -150,6 +158,11 @@ def check(item: Any, *, base: Path) -> tuple[dict[str, Any], list[str]]:
                 errors.append(f"`{name}` must be a list of strings")
                 continue
             value = tuple(value)
+        elif name == "providers":
+            value, problem = _providers(value)
+            if problem:
+                errors.append(problem)
+                continue
         fields[name] = value
     if "endpoint_url" in fields:
         url = urlparse(fields["endpoint_url"])
@@ -165,4 +178,19 @@ def check(item: Any, *, base: Path) -> tuple[dict[str, Any], list[str]]:
             if not folder.is_dir():
                 errors.append(f"`path` {fields['path']!r} is not a folder (resolved to {folder})")
             fields["path"] = str(folder)
-    return fields, errors
+    return fields, errors, warnings
+
+
+def _providers(value: Any) -> tuple[tuple[ProviderRoute, ...], str | None]:
+    """`providers`: a list of {provider, status, task}, each a non-empty string."""
+    wrong = "`providers` must be a list of {provider, status, task} entries (strings)"
+    if not isinstance(value, list):
+        return (), wrong
+    routes = []
+    for item in value:
+        if not isinstance(item, dict) or set(item) != set(ROUTE_FIELDS):
+            return (), wrong
+        if not all(isinstance(item[k], str) and item[k].strip() for k in ROUTE_FIELDS):
+            return (), wrong
+        routes.append(ProviderRoute(**{k: item[k].strip() for k in ROUTE_FIELDS}))
+    return tuple(routes), None

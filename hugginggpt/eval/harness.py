@@ -163,7 +163,10 @@ def predicted_nodes(record: dict[str, Any] | None) -> list[dict[str, Any]] | Non
     """The TaskBench nodes of a record; None when it has no valid plan (scored as empty)."""
     if record is None or "result" not in record:
         return None
-    return record["result"]["task_nodes"]
+    # A file written by another tool may hold anything here: what is not a node counts as nothing.
+    result = record["result"]
+    nodes = result.get("task_nodes") if isinstance(result, dict) else None
+    return [n for n in nodes if isinstance(n, dict)] if isinstance(nodes, list) else []
 
 
 def run_predictions(

@@ -18,6 +18,18 @@ nothing to the pooled counts.
 HuggingGPT paper: single-task accuracy (a one-tool gold, predicted as exactly that one task);
 precision / recall / F1 over the *multiset* of task names (unknown names count as wrong); edit
 distance between the task sequences in execution order (unit costs, over the longer length).
+
+Where this module deliberately differs from upstream's evaluate.py:
+- Tool names with underscores are normalised ("_" -> " ") at both ends of an edge. Upstream
+  normalises the source (taken from its normalised name list) but keeps the target as written, so
+  an edge into a tool written with underscores can never match.
+- A "<node-k>" reference to a node the list does not have is read as a literal text argument.
+  Upstream's lookup raises there, and its catch-all either repeats the previous argument or drops
+  the whole sample.
+- Edge F1 is None (shown "n/a") for a group with no edges on either side, e.g. the one-tool
+  samples: upstream hands scikit-learn empty arrays there, which raises.
+- An argument written as an object, {"name": ..., "value": ...} (TaskBench's other domains), is
+  read by its value, on both sides. Upstream takes the object's first value, which is the name.
 """
 
 from __future__ import annotations
@@ -28,7 +40,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .data import NODE_REF, SHAPES, GoldSample, Tool
+from .data import NODE_REF, SHAPES, GoldSample, Tool, argument_text
 
 _EXTENSIONS = {
     "image": ("jpg", "png", "jpeg", "gif", "bmp", "tiff", "svg", "ico"),
@@ -94,15 +106,21 @@ def content_type(argument: str) -> str:
     return "text"
 
 
+def _arguments(node: dict[str, Any]) -> list[str]:
+    """A node's arguments as strings: objects give their value, lists are joined (data.argument_text)."""
+    raw = node.get("arguments") or []
+    return [argument_text(a) for a in (raw if isinstance(raw, list) else [raw])]
+
+
 def view(nodes: Sequence[dict[str, Any]], tools: dict[str, Tool]) -> View:
-    names = [str(n["task"]).replace("_", " ") for n in nodes]
+    names = [str(n.get("task", "")).replace("_", " ") for n in nodes]
     links: set[tuple[str, str]] = set()
     arg_names: set[str] = set()
     arg_values: set[str] = set()
     refs: list[list[int]] = []
     for index, node in enumerate(nodes):
         used = []
-        for argument in node.get("arguments", []):
+        for argument in _arguments(node):
             match = NODE_REF.search(argument)
             k = int(match.group(1)) if match else None
             if k == index:
@@ -337,9 +355,21 @@ def _macro_f1(scores: Sequence[SampleScore], tools: list[str]) -> float | None:
     return sum(c.f1() or 0.0 for c in per_tool.values()) / len(tools)
 
 
+ANSWERED = "answered"  # upstream's view: only the samples that have a prediction
+
+
 def groups(scores: Sequence[SampleScore]) -> dict[str, list[SampleScore]]:
-    """overall; by shape (single, chain, dag); by number of gold tools; and upstream's view, which
-    drops the samples that have no prediction."""
+    """overall; by shape (single, chain, dag); by number of gold tools ("tools=N"); then the same
+    over the answered samples only, as upstream reports them ("answered", "answered:chain",
+    "answered:tools=2", ...)."""
+    out = _split(scores)
+    answered = _split([s for s in scores if s.predicted])
+    out[ANSWERED] = answered.pop("overall")
+    out.update({f"{ANSWERED}:{name}": members for name, members in answered.items()})
+    return out
+
+
+def _split(scores: Sequence[SampleScore]) -> dict[str, list[SampleScore]]:
     out: dict[str, list[SampleScore]] = {"overall": list(scores)}
     shapes = [*SHAPES, *sorted({s.shape for s in scores} - set(SHAPES))]
     for shape in shapes:
@@ -348,7 +378,6 @@ def groups(scores: Sequence[SampleScore]) -> dict[str, list[SampleScore]]:
             out[shape] = members
     for count in sorted({s.n_tools for s in scores}):
         out[f"tools={count}"] = [s for s in scores if s.n_tools == count]
-    out["answered"] = [s for s in scores if s.predicted]
     return out
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .data import SHAPES
-from .metrics import LOWER_IS_BETTER, METRICS, format_value
+from .metrics import ANSWERED, LOWER_IS_BETTER, METRICS, format_value
 from .score import METRICS_FILE
 
 SHAPE_GROUPS = ("overall", *SHAPES)
@@ -36,7 +36,8 @@ NOTES = """\
   predicted); precision/recall/F1 over the multiset of task names (unknown names count as wrong);
   edit distance of the task sequences in execution order, over the longer length.
 - **Missing predictions** (no valid plan after the self-correction retries, or never answered)
-  **score as an empty plan.** Upstream drops them instead: the *answered* column shows that view.
+  **score as an empty plan.** Upstream drops them instead: the *answered* column, and the
+  answered-only tables by shape and by number of tools, show that view.
 - Plans are written with the project's task types and mapped to TaskBench's tool names
   (`hugginggpt/eval/mapping.py`); image-to-image with a text prompt is "Image Editing".
 - The planner sees the project's prompt and demos, not TaskBench's; media files a request mentions
@@ -80,6 +81,16 @@ def write_report(result: dict[str, Any], out: Path) -> Path:
     ]
     if by_tools:
         lines += ["## By number of tools", "", *metric_table(table, by_tools), ""]
+    answered = [g for g in table if g.startswith(f"{ANSWERED}:")]
+    answered_shapes = [ANSWERED, *(g for g in answered if not g.startswith(f"{ANSWERED}:tools="))]
+    answered_tools = sorted(
+        (g for g in answered if g.startswith(f"{ANSWERED}:tools=")), key=lambda g: int(g.split("=")[1])
+    )
+    if answered:
+        lines += ["## Answered samples only (as upstream reports)", ""]
+        lines += [*metric_table(table, answered_shapes), ""]
+        if answered_tools:
+            lines += [*metric_table(table, answered_tools), ""]
     lines += [f"![{c}]({c})" for c in charts]
     lines += ["", "## How to read it", "", NOTES]
     path = out / "report.md"

@@ -3,10 +3,14 @@
     with FakeHub([HubModel("acme/sum", "summarization", downloads=10, readme="...")]) as hub:
         env = {"HF_ENDPOINT": hub.url, "HF_HUB_OFFLINE": "0"}
 
-Serves what HfApi.list_models and a README download need: GET /api/models (filters
-pipeline_tag, filter (tags), search (id substring), sort=downloads|likes, limit, expand) and
-GET /{repo}/resolve/{revision}/README.md. `hub.requests` records each request's path and query;
-`api_status=401` (say) makes /api/models fail with that status.
+Serves what HfApi.list_models, HfApi.model_info and a README download need: GET /api/models
+(filters pipeline_tag, filter (tags), search (id substring), inference_provider (a provider's
+name, or "all"), sort=downloads|likes, limit, expand), GET /api/models/{repo} (expand; an unknown
+repo is a 404 with X-Error-Code RepoNotFound, as the Hub answers) and
+GET /{repo}/resolve/{revision}/README.md. A model's `providers` is its inference provider mapping
+({provider: {"status", "task"}}), sent in the Hub's shapes: a list from /api/models, a mapping
+from /api/models/{repo}. `hub.requests` records each request's path and query; `api_status=401`
+(say) makes /api/models fail with that status.
 """
 
 from __future__ import annotations
@@ -30,8 +34,15 @@ class HubModel:
     card_data: dict[str, Any] | None = None
     safetensors: dict[str, Any] | None = None  # {"parameters": {"F32": n}, "total": n}
     readme: str | None = None
+    gated: str | bool = False  # "auto" | "manual" | False
+    providers: dict[str, dict[str, str]] = field(default_factory=dict)  # {"fal-ai": {"status", "task"}}
+    info_status: int = 200  # /api/models/{id} answers with this HTTP error status when not 200
 
-    def api_json(self, expand: list[str]) -> dict[str, Any]:
+    def mapping(self, *, as_list: bool) -> list[dict[str, str]] | dict[str, dict[str, str]]:
+        entries = {p: {"providerId": f"{p}/{self.id}", **m} for p, m in self.providers.items()}
+        return [{"provider": p, **m} for p, m in entries.items()] if as_list else entries
+
+    def api_json(self, expand: list[str], *, single: bool = False) -> dict[str, Any]:
         full = {
             "_id": self.id,
             "id": self.id,
@@ -43,6 +54,8 @@ class HubModel:
             "tags": self.tags + ([self.pipeline_tag] if self.pipeline_tag else []),
             "cardData": self.card_data,
             "safetensors": self.safetensors,
+            "gated": self.gated,
+            "inferenceProviderMapping": self.mapping(as_list=not single),
         }
         keep = set(expand) if expand else {"downloads", "likes", "library_name", "pipeline_tag", "tags"}
         return {
@@ -79,6 +92,8 @@ class FakeHub:
             models = [m for m in models if tag in m.tags or tag == m.library_name]
         if "search" in query:
             models = [m for m in models if query["search"][0].lower() in m.id.lower()]
+        for provider in query.get("inference_provider", []):
+            models = [m for m in models if m.providers and (provider == "all" or provider in m.providers)]
         sort = query.get("sort", [None])[0]
         if sort in ("downloads", "likes"):
             models = sorted(models, key=lambda m: getattr(m, sort), reverse=True)
@@ -92,10 +107,12 @@ class FakeHub:
             def log_message(self, *args: object) -> None:  # keep test output clean
                 pass
 
-            def _send(self, status: int, body: bytes, content_type: str) -> None:
+            def _send(self, status: int, body: bytes, content_type: str, headers: dict | None = None) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(body)
@@ -108,8 +125,22 @@ class FakeHub:
                 if path == "/api/models" and hub.api_status != 200:
                     body = json.dumps({"error": "Invalid credentials in Authorization header"}).encode()
                     return self._send(hub.api_status, body, "application/json")
+                if path == "/api/whoami-v2":  # who the token belongs to (Gradio's local OAuth mock asks)
+                    user = {"type": "user", "name": "visitor", "fullname": "A Visitor", "avatarUrl": ""}
+                    return self._send(200, json.dumps(user).encode(), "application/json")
                 if path == "/api/models":
                     body = json.dumps(hub.list_models(query)).encode()
+                    return self._send(200, body, "application/json")
+                if path.startswith("/api/models/"):
+                    repo = path.removeprefix("/api/models/")
+                    model = next((m for m in hub.models if m.id == repo), None)
+                    if model is None:
+                        body = json.dumps({"error": "Repository not found"}).encode()
+                        return self._send(404, body, "application/json", {"X-Error-Code": "RepoNotFound"})
+                    if model.info_status != 200:
+                        body = json.dumps({"error": "Internal Error"}).encode()
+                        return self._send(model.info_status, body, "application/json")
+                    body = json.dumps(model.api_json(query.get("expand", []), single=True)).encode()
                     return self._send(200, body, "application/json")
                 if "/resolve/" in path and path.endswith("/README.md"):
                     repo = path.strip("/").split("/resolve/")[0]

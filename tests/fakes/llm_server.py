@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import re
+import socket
+import struct
 import threading
 import time
 from collections import defaultdict
@@ -31,6 +33,9 @@ class Reply:
     status: int = 200
     delay: float = 0.0  # seconds before the server answers
     chunk_delay: float = 0.0  # seconds between streamed chunks
+    raw: str | None = None  # sent as the whole body, as application/json, instead of a completion
+    end_after: int | None = None  # a stream ends after this many pieces: no finish reason, no [DONE]
+    reset_after: int | None = None  # the connection is dropped after this many streamed pieces
 
 
 class FakeLLMServer:
@@ -107,6 +112,14 @@ class FakeLLMServer:
                 time.sleep(fake.latency + reply.delay)
                 if reply.status != 200:
                     return self._json(reply.status, {"error": {"message": reply.content or "scripted error"}})
+                if reply.raw is not None:  # e.g. a proxy's error page that calls itself JSON
+                    data = reply.raw.encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return None
                 usage = {
                     "prompt_tokens": sum(len(str(m.get("content", "")).split()) for m in body["messages"]),
                     "completion_tokens": len(reply.content.split()),
@@ -151,7 +164,16 @@ class FakeLLMServer:
                     "created": 0,
                     "model": "fake",
                 }
-                for piece in re.findall(r"\S+\s*|\s+", reply.content):
+                for n, piece in enumerate(re.findall(r"\S+\s*|\s+", reply.content)):
+                    if n == reply.end_after:  # the stream just ends, as a cut connection through a proxy
+                        self.close_connection = True
+                        return
+                    if n == reply.reset_after:  # the connection breaks mid-answer
+                        linger = struct.pack("ii", 1, 0)  # close with a reset, not a clean end
+                        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                        self.connection.close()
+                        self.close_connection = True
+                        return
                     chunk = {
                         **base,
                         "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],

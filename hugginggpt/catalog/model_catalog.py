@@ -1,6 +1,6 @@
-"""Loading the catalog and ranking candidates for a task.
+"""The Catalog: the shipped cards and the user's entries, merged and ranked per task; load_catalog().
 
-The shipped catalog is an indexed file (storefile.py) read lazily; user files are small and read
+The shipped catalog is an indexed file (indexed_file.py) read lazily; user files are small and read
 whole. User entries sit in an overlay that overrides shipped cards with the same task and id.
 """
 
@@ -13,8 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from .card import ModelCard
+from .indexed_file import IndexedFile
 from .rules import folder_library, is_local
-from .storefile import Store
 from .userfile import Entry, read_user_file
 
 SHIPPED = Path(__file__).parent / "models.jsonl"
@@ -22,8 +22,8 @@ ENV_VAR = "HUGGINGGPT_CATALOG"  # user catalog files, separated by os.pathsep
 
 
 class Catalog:
-    def __init__(self, cards: Iterable[ModelCard] = (), *, store: Store | None = None):
-        self._store = store
+    def __init__(self, cards: Iterable[ModelCard] = (), *, shipped: IndexedFile | None = None):
+        self._shipped = shipped
         self._overlay: dict[str, dict[str, ModelCard]] = {}
         self._sorted: dict[str, list[ModelCard]] = {}
         # User entries not yet merged, per task: merged on the task's first use, so that opening
@@ -50,8 +50,8 @@ class Catalog:
             for entry in self._pending.get(task, ()):
                 model_id = entry.fields["id"]
                 earlier = self._overlay.get(task, {}).get(model_id)
-                if earlier is None and self._store is not None:
-                    earlier = self._store.find(task, model_id)
+                if earlier is None and self._shipped is not None:
+                    earlier = self._shipped.find(task, model_id)
                 self._overlay.setdefault(task, {})[model_id] = card_from_entry(entry.fields, earlier)
                 self._sorted.pop(task, None)
             self._pending.pop(task, None)  # only now: other threads wait above until it is done
@@ -61,16 +61,16 @@ class Catalog:
         for t in [task] if task else self.tasks():
             self._merge(t)
             card = self._overlay.get(t, {}).get(model_id)
-            if card is None and self._store is not None:
-                card = self._store.find(t, model_id)
+            if card is None and self._shipped is not None:
+                card = self._shipped.find(t, model_id)
             if card is not None:
                 return card
         return None
 
     def tasks(self) -> list[str]:
         names = set(self._overlay) | set(self._pending)
-        if self._store is not None:
-            names.update(self._store.tasks())
+        if self._shipped is not None:
+            names.update(self._shipped.tasks())
         return sorted(names)
 
     def ranked(self, task: str) -> Iterator[ModelCard]:
@@ -80,8 +80,8 @@ class Catalog:
         if task not in self._sorted:
             self._sorted[task] = sorted(overlay.values(), key=lambda c: c.rank_key)
         shipped: Iterable[ModelCard] = ()
-        if self._store is not None:
-            shipped = (c for c in self._store.ranked(task) if c.id not in overlay)
+        if self._shipped is not None:
+            shipped = (c for c in self._shipped.ranked(task) if c.id not in overlay)
         return heapq.merge(self._sorted[task], shipped, key=lambda c: c.rank_key)
 
     def candidates(
@@ -103,12 +103,12 @@ class Catalog:
     def __len__(self) -> int:
         for task in list(self._pending):
             self._merge(task)
-        total = self._store.count if self._store is not None else 0
+        total = self._shipped.count if self._shipped is not None else 0
         for task, cards in self._overlay.items():
-            if self._store is None:
+            if self._shipped is None:
                 total += len(cards)
             else:
-                total += sum(1 for model_id in cards if self._store.find(task, model_id) is None)
+                total += sum(1 for model_id in cards if self._shipped.find(task, model_id) is None)
         return total
 
     def apply(self, entries: Iterable[Entry]) -> None:
@@ -145,8 +145,8 @@ def load_catalog(extra: Iterable[Path] = (), *, shipped: Path | None = SHIPPED) 
 
     Invalid user entries are skipped and listed in `catalog.problems`; the valid ones still load.
     """
-    store = Store(shipped) if shipped is not None and Path(shipped).exists() else None
-    catalog = Catalog(store=store)
+    indexed = IndexedFile(shipped) if shipped is not None and Path(shipped).exists() else None
+    catalog = Catalog(shipped=indexed)
     for path in map(Path, extra):
         entries, problems = read_user_file(path)
         catalog.problems.extend(problems)

@@ -23,7 +23,7 @@ FORMAT = "hugginggpt-catalog"
 VERSION = 1
 
 
-def write_store(cards: Iterable[ModelCard], path: Path) -> int:
+def write_indexed(cards: Iterable[ModelCard], path: Path) -> int:
     """Write `cards` (one per (task, id); later duplicates win) in the indexed format."""
     by_task: dict[str, dict[str, ModelCard]] = {}
     for card in cards:
@@ -65,7 +65,7 @@ def write_ranked(groups: Iterable[tuple[str, Iterable[ModelCard]]], path: Path) 
     return count
 
 
-class Store:
+class IndexedFile:
     """Read-only view of an indexed catalog file; rows are parsed on demand, per task."""
 
     def __init__(self, path: Path):

@@ -1,0 +1,45 @@
+"""A conversation's files as the browser gets them.
+
+Gradio serves files from its cache folder to anyone who has the URL. So every file a conversation
+shows is copied there under a random folder name (128 bits: a URL nobody can guess or list), the
+copy is recorded on the conversation, and every copy is deleted when the conversation ends (page
+left, cleared, idle time-out); a fetch of it then fails. The workspace itself is never served.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any
+
+from .conversations import Conversation
+
+
+class Publisher:
+    def __init__(self, cache_dir: Path):
+        self.cache_dir = Path(cache_dir).resolve()
+
+    def messages(self, conv: Conversation, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`messages` with each file replaced by the conversation's own served copy."""
+        out = []
+        for m in messages:
+            content = m.get("content")
+            if isinstance(content, dict) and content.get("path"):
+                m = {**m, "content": {**content, "path": self.file(conv, content["path"])}}
+            out.append(m)
+        return out
+
+    def file(self, conv: Conversation, path: str | Path) -> str:
+        source = Path(path).resolve()
+        if source.is_relative_to(self.cache_dir):  # an upload, already in the cache: this conversation's
+            conv.served.add(source)
+            return str(source)
+        copy = conv.copies.get(source)
+        if copy is None or not copy.is_file():
+            copy = self.cache_dir / secrets.token_hex(16) / source.name
+            copy.parent.mkdir(parents=True)
+            shutil.copyfile(source, copy)
+            conv.copies[source] = copy
+            conv.served.add(copy)
+        return str(copy)
