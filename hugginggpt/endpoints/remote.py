@@ -24,7 +24,7 @@ from ..artifacts import Artifact
 from ..catalog import ModelCard
 from . import transport
 from .base import Endpoint, EndpointError, Stopped, StopSignal
-from .hosted import HostedEndpoint, _provider_tasks
+from .hosted import HostedEndpoint
 
 log = logging.getLogger(__name__)
 RETRY_LISTING_S = 30.0  # after the server could not be asked, ask again this much later
@@ -65,8 +65,7 @@ class RemoteEndpoint(Endpoint):
 
     def can_run(self, model: ModelCard) -> bool:
         op = self.hosted._op(model.task, replace(model, endpoint_url=self.url))
-        served = _provider_tasks("hf-inference")  # what InferenceClient sends to a model URL
-        if op is None or (served is not None and op.hf_task not in served):
+        if op is None or not op.by_url:
             return False  # no protocol call for this task (depth-estimation, text-to-video)
         listing = self.listing()
         if listing is None:
