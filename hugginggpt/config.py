@@ -46,6 +46,7 @@ class Settings:
     inference: str = "hybrid"
     hf_token: str | None = field(default=None, repr=False)
     hf_provider: str | None = None
+    experts_url: str | None = None  # an expert server (models_local.serve): mode "remote", first in hybrid
     # Planning.
     shots: int | None = None  # few-shot demos in the planning prompt (None: all)
     max_plan_retries: int = 2
@@ -96,6 +97,12 @@ class Settings:
     def __post_init__(self) -> None:
         if self.inference not in INFERENCE_MODES:
             raise ValueError(f"inference must be one of {', '.join(INFERENCE_MODES)}, not {self.inference!r}")
+        if self.experts_url and not self.experts_url.startswith(("http://", "https://")):
+            raise ValueError(f"experts_url must be an http(s) URL, not {self.experts_url!r}")
+        if self.inference == "remote" and not self.experts_url:
+            raise ValueError(
+                "inference mode remote needs an expert server: set experts_url (HUGGINGGPT_EXPERTS_URL)"
+            )
         if self.top_k < 1 or self.task_attempts < 1 or self.max_workers < 1:
             raise ValueError("top_k, task_attempts and max_workers must be at least 1")
         if self.max_plan_retries < 0 or self.history_tokens < 0 or self.llm_max_retries < 0:

@@ -40,7 +40,12 @@ def build_catalog(settings: Settings) -> Catalog:
 
 
 def build_endpoint(settings: Settings) -> Endpoint:
-    return endpoint_for_mode(settings.inference, hf_token=settings.hf_token, provider=settings.hf_provider)
+    return endpoint_for_mode(
+        settings.inference,
+        hf_token=settings.hf_token,
+        provider=settings.hf_provider,
+        experts_url=settings.experts_url,
+    )
 
 
 def build_cache(settings: Settings) -> ResultCache | None:

@@ -10,7 +10,15 @@ from __future__ import annotations
 INFERENCE_MODES: dict[str, tuple[tuple[str, ...], str]] = {
     "local": (("local",), "in this process (transformers, diffusers)"),
     "hosted": (("hosted",), "Hugging Face inference (providers or a model's own endpoint)"),
-    "hybrid": (("local", "hosted"), "local first, hosted when local cannot run the model or fails"),
+    "hybrid": (
+        ("remote", "local", "hosted"),
+        "the expert server first (with experts_url), then this process, then hosted, when one cannot "
+        "run the model or fails",
+    ),
+    "remote": (
+        ("remote",),
+        "on the expert server at experts_url (Ray Serve or python -m models_local.serve)",
+    ),
 }
 
 

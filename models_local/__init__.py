@@ -63,5 +63,7 @@ def prefetch(model: str) -> Path:
     return locate(model, half=False, check_fits=lambda *_: None)[0]
 
 
-def run(task: str, model: str, inputs: dict[str, str], out_dir: str | Path, *, stop=None) -> list[dict]:
-    return default_runtime().run(task, model, inputs, out_dir, stop=stop)
+def run(
+    task: str, model: str, inputs: dict[str, str], out_dir: str | Path, *, stop=None, seed: int | None = None
+) -> list[dict]:
+    return default_runtime().run(task, model, inputs, out_dir, stop=stop, seed=seed)

@@ -116,6 +116,14 @@ class ModelCache:
             self.entries.clear()
         self._free()
 
+    def drop(self, name: str) -> bool:
+        """Unload the entries of model `name` that no call is using; True if there were any."""
+        with self.lock:
+            dropped = [key for key, e in self.entries.items() if e.name == name and e.users == 0]
+            evicted = [self.entries.pop(key) for key in dropped]
+        self._dropped(evicted, "on request")
+        return bool(evicted)
+
     def _evict_for(self, size: int) -> list[Entry]:
         """Drop least recently used models until `size` more bytes fit. Caller holds self.lock.
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from .handlers.base import Handler, Outputs, RuntimeUnsupported
 from .sizing import folder_size, loaded_size, mib
 
 log = logging.getLogger(__name__)
+_SEED_LOCK = threading.Lock()
 
 # Library names a model card may carry, mapped to the handler library that serves them.
 LIBRARY_ALIASES = {
@@ -91,9 +93,21 @@ class Runtime:
 
     # -- running --
     def run(
-        self, task: str, model: str, inputs: Mapping[str, str], out_dir: str | Path, *, stop: Any = None
+        self,
+        task: str,
+        model: str,
+        inputs: Mapping[str, str],
+        out_dir: str | Path,
+        *,
+        stop: Any = None,
+        seed: int | None = None,
     ) -> list[dict]:
-        """`stop` (anything with is_set()) ends a long call between steps with Stopped."""
+        """`stop` (anything with is_set()) ends a long call between steps with Stopped.
+
+        `seed` makes a sampling model (diffusion, VITS, SpeechT5) repeat itself: torch's random
+        generators are seeded just before the call, once the model is loaded. The generators are
+        process-wide, so seeded calls take turns; an unseeded call running meanwhile would still
+        draw from them."""
         try:
             handler = self.handler(task)
             entry = self._get(task, model, handler)  # counted as a user of the entry
@@ -102,7 +116,7 @@ class Runtime:
             raise
         try:
             outputs = Outputs(Path(out_dir).resolve(), stop=stop)
-            with entry.call_lock, LOAD_GATE.calling(self.device.dtype):
+            with entry.call_lock, LOAD_GATE.calling(self.device.dtype), _seeded(seed):
                 outputs.check_stop()  # stopped while waiting for the model: do not start
                 handler.call(entry.obj, dict(inputs), outputs)
         finally:
@@ -119,6 +133,13 @@ class Runtime:
 
     def clear(self) -> None:
         self._cache.clear()
+
+    def drop(self, model: str) -> bool:
+        """Unload `model` (for every task it was loaded for) unless a call is using it; True if
+        something was unloaded. A server that decides itself which models stay resident calls it."""
+        if Path(model).expanduser().is_dir():
+            model = str(Path(model).expanduser().resolve())
+        return self._cache.drop(model)
 
     def _get(self, task: str, model: str, handler: Handler) -> Entry:
         # Tasks that share a loader function (summarization, translation, ...) share one loaded copy.
@@ -167,3 +188,16 @@ class Runtime:
         with self._count_lock:
             self.loads += 1
         return obj
+
+
+@contextmanager
+def _seeded(seed: int | None) -> Iterator[None]:
+    """torch's generators (CPU and every GPU) seeded for one call; seeded calls take turns."""
+    if seed is None:
+        yield
+        return
+    import torch
+
+    with _SEED_LOCK:
+        torch.manual_seed(seed)
+        yield

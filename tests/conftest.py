@@ -23,6 +23,7 @@ for key in (
     "HF_TOKEN",
     "HUGGINGGPT_LLM_BASE_URL",
     "HUGGINGGPT_LLM_API_KEY",
+    "HUGGINGGPT_EXPERTS_URL",
     "SPACE_ID",
     "GRADIO_SERVER_NAME",
 ):
@@ -31,6 +32,7 @@ for key in (
 # Session fixtures shared by several modules are registered here, once: a fixture imported into two
 # test modules would be built once per module.
 from app_support import llm_server, tiny_catalog  # noqa: F401
+from serve_support import served  # noqa: F401
 from tiny_text_audio import tiny  # noqa: F401
 from tiny_vision import (  # noqa: F401
     tiny_blip,

@@ -107,7 +107,9 @@ class Backends:
         s = self.settings
         with self._lock:
             if self._backends is None:
-                self._backends = build_backends(hf_token=s.hf_token, provider=s.hf_provider)
+                self._backends = build_backends(
+                    hf_token=s.hf_token, provider=s.hf_provider, experts_url=s.experts_url
+                )
         available = dict(self._backends)
         available["local"] = on_gpu(available["local"], context)
         if hf_token:

@@ -3,25 +3,40 @@
 from .base import Endpoint, EndpointError, ModelUnavailable, Stopped, StopSignal
 from .hosted import HostedEndpoint
 from .local import LocalEndpoint
+from .remote import RemoteEndpoint
 from .router import RoutedEndpoint
 
 
 def build_backends(
-    *, hf_token: str | None = None, provider: str | None = None, timeout: float = 120.0
+    *,
+    hf_token: str | None = None,
+    provider: str | None = None,
+    timeout: float = 120.0,
+    experts_url: str | None = None,
 ) -> dict[str, Endpoint]:
-    """Every backend by the name the inference modes use. Making them costs nothing: the local
-    runtime and the hosted client load on first use."""
-    return {
+    """Every backend by the name the inference modes use ("remote" only with an expert server's
+    URL). Making them costs nothing: the local runtime and the hosted client load on first use, and
+    the expert server is asked what it serves when a model is first offered."""
+    backends: dict[str, Endpoint] = {
         "local": LocalEndpoint(),
         "hosted": HostedEndpoint(token=hf_token, provider=provider, timeout=timeout),
     }
+    if experts_url:
+        backends["remote"] = RemoteEndpoint(experts_url, timeout=timeout)
+    return backends
 
 
 def build_endpoint(
-    mode: str = "hybrid", *, hf_token: str | None = None, provider: str | None = None, timeout: float = 120.0
+    mode: str = "hybrid",
+    *,
+    hf_token: str | None = None,
+    provider: str | None = None,
+    timeout: float = 120.0,
+    experts_url: str | None = None,
 ) -> Endpoint:
     """The endpoint for an inference mode (hugginggpt.modes): its backends, in its order."""
-    return RoutedEndpoint(mode, build_backends(hf_token=hf_token, provider=provider, timeout=timeout))
+    backends = build_backends(hf_token=hf_token, provider=provider, timeout=timeout, experts_url=experts_url)
+    return RoutedEndpoint(mode, backends)
 
 
 __all__ = [
@@ -30,6 +45,7 @@ __all__ = [
     "HostedEndpoint",
     "LocalEndpoint",
     "ModelUnavailable",
+    "RemoteEndpoint",
     "RoutedEndpoint",
     "StopSignal",
     "Stopped",

@@ -106,9 +106,20 @@ def _load_text_to_image(source: str, device: Device) -> Any:
     return place(AutoPipelineForText2Image.from_pretrained(source, dtype=device.dtype), device)
 
 
+def steps(inputs: dict[str, str]) -> int:
+    """STEPS, or the caller's "steps" input (the inference protocol's num_inference_steps)."""
+    value = int(inputs.get("steps") or STEPS)
+    if not 1 <= value <= 1000:
+        raise ValueError(f"steps must be between 1 and 1000, not {value}")
+    return value
+
+
 def _text_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
     result = pipe(
-        prompt=inputs["text"], num_inference_steps=STEPS, **seeded(pipe, inputs), **stoppable(pipe, out)
+        prompt=inputs["text"],
+        num_inference_steps=steps(inputs),
+        **seeded(pipe, inputs),
+        **stoppable(pipe, out),
     )
     out.image(result.images[0])
 
@@ -132,7 +143,7 @@ def _load_image_to_image(source: str, device: Device) -> Any:
 def _image_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
     image = fit(read_image(inputs["image"]), default_side(pipe))
     params = call_params(type(pipe))
-    kwargs: dict[str, Any] = {"image": image, "num_inference_steps": STEPS}
+    kwargs: dict[str, Any] = {"image": image, "num_inference_steps": steps(inputs)}
     if "prompt" in params:
         kwargs["prompt"] = inputs.get("text") or ""
     if "strength" in params:

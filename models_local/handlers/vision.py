@@ -144,6 +144,9 @@ def _segment(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
     out.image(Image.fromarray(overlay.clip(0, 255).astype(np.uint8)))
     out.text(", ".join(f"{d['label']} ({d['area']:.0%} of the image)" for d in data) or "No segment found.")
     out.data(data)
+    if inputs.get("masks") == "png":  # the HF inference protocol answers with one mask per segment
+        for s in segments:
+            out.image(Image.fromarray(s["mask"].astype(np.uint8) * 255))
 
 
 # ---- depth --------------------------------------------------------------------------------------

@@ -1,0 +1,55 @@
+"""`python -m models_local.serve --port N`: the expert server on one machine, without Ray."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .settings import ServerSettings
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m models_local.serve",
+        description="Serve the local expert runtime over the Hugging Face inference protocol.",
+    )
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)"
+    )
+    p.add_argument("--models-dir", metavar="DIR", help="one folder per model id: DIR/name or DIR/owner/name")
+    p.add_argument("--no-hub", action="store_true", help="serve only the models folder, no hub ids")
+    p.add_argument("--seed", type=int, help="seed for requests that bring none, so outputs repeat")
+    p.add_argument("--memory-gb", type=float, help="memory for resident models (default: the runtime's)")
+    p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best there is)")
+    p.add_argument("--diffusion-steps", type=int, metavar="N", help="denoising steps (default 25)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        settings = ServerSettings.from_mapping(
+            {
+                "models_dir": args.models_dir,
+                "hub": not args.no_hub,
+                "seed": args.seed,
+                "memory_gb": args.memory_gb,
+                "device": args.device,
+                "diffusion_steps": args.diffusion_steps,
+            }
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    from .app import LocalBackend, create_app
+
+    app = create_app(LocalBackend(settings.runtime()), settings.table(), seed=settings.seed)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""One call of the runtime as plain data, so it can cross a process or a machine (a Ray replica).
+
+A Job carries its media as bytes and a Reply carries the files the model made as bytes: a runner
+needs no file system shared with the server that took the request. `execute` is the one place where
+a Job meets models_local.Runtime and where the runtime's errors become HTTP statuses.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..handlers.base import RuntimeUnsupported, Stopped
+
+# Status codes a failed call answers with. 404 tells a client (the controller's hosted endpoint)
+# that this server cannot serve the model at all, so it tries another backend.
+BAD_REQUEST, UNSERVABLE, CLIENT_GONE, FAILED, UNAVAILABLE = 400, 404, 499, 500, 503
+# What Pillow and soundfile raise for bytes that are no image or audio they know: the client's fault.
+_UNREADABLE = ("UnidentifiedImageError", "LibsndfileError")
+
+
+@dataclass(frozen=True)
+class Media:
+    data: bytes
+    suffix: str  # how the file is named for the loaders: ".png", ".wav", ...
+
+
+@dataclass(frozen=True)
+class Job:
+    task: str
+    model: str  # the id the client asked for
+    source: str  # what the runtime loads: a folder on the runner's machine or a hub id
+    inputs: dict[str, str]  # text arguments
+    media: dict[str, Media] = field(default_factory=dict)  # file arguments
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Output:
+    kind: str  # text | data | image | audio | video
+    value: Any = None  # text and data
+    data: bytes | None = None  # the file's bytes, for media kinds
+    suffix: str = ""
+
+
+@dataclass(frozen=True)
+class Reply:
+    outputs: list[Output] = field(default_factory=list)
+    status: int = 200
+    error: str = ""
+    replica: str = ""  # which runner answered (Ray Serve: the replica's actor name)
+    resident: tuple[str, ...] = ()  # the models that runner holds now
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200
+
+
+def failed(status: int, message: str) -> Reply:
+    return Reply(status=status, error=message)
+
+
+def execute(runtime: Any, job: Job, stop: Any = None) -> Reply:
+    """Run `job` on a models_local Runtime; never raises: a failure is a Reply with a status."""
+    with tempfile.TemporaryDirectory(prefix="serve-") as tmp:
+        folder = Path(tmp)
+        inputs = dict(job.inputs)
+        for name, media in job.media.items():
+            path = folder / f"in-{name}{media.suffix}"
+            path.write_bytes(media.data)
+            inputs[name] = str(path)
+        try:
+            artifacts = runtime.run(job.task, job.source, inputs, folder / "out", stop=stop, seed=job.seed)
+        except Stopped:
+            return failed(CLIENT_GONE, f"{job.model}: stopped, the client went away")
+        except RuntimeUnsupported as exc:
+            return failed(UNSERVABLE, f"{job.model} cannot run {job.task} here: {exc}")
+        except (KeyError, ValueError) as exc:  # a missing argument, an input the model refuses
+            return failed(BAD_REQUEST, f"{job.model} ({job.task}): bad input: {type(exc).__name__}: {exc}")
+        except Exception as exc:
+            if type(exc).__name__ not in _UNREADABLE:
+                traceback.print_exc()  # the model crashed: the client hears why, the log sees where
+                return failed(FAILED, f"{job.model} failed on {job.task}: {type(exc).__name__}: {exc}")
+            return failed(BAD_REQUEST, f"{job.model} ({job.task}): the file sent could not be read: {exc}")
+        outputs = []
+        for item in artifacts:
+            if "path" in item:
+                path = Path(item["path"])
+                outputs.append(Output(item["kind"], data=path.read_bytes(), suffix=path.suffix))
+            else:
+                outputs.append(Output(item["kind"], value=item["value"]))
+        return Reply(outputs)
