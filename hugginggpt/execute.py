@@ -157,8 +157,9 @@ def _run_task(
             inbox.put(TaskStarted(task.id, task.task, model.id, attempt))
             t0 = time.perf_counter()
             try:
-                outputs = _call_with_timeout(ctx, task.task, model, inputs, out_dir)
-                outputs = _check_outputs(task.task, outputs, ctx.workspace, ctx.settings.max_output_chars)
+                raw = _call_with_timeout(ctx, task.task, model, inputs, out_dir)
+                cached = getattr(raw, "from_cache", False)  # cache.CachedOutputs
+                outputs = _check_outputs(task.task, raw, ctx.workspace, ctx.settings.max_output_chars)
             except EndpointError as e:
                 if ctx.cancelled.is_set():
                     return stop()
@@ -171,8 +172,8 @@ def _run_task(
                 continue
             seconds = time.perf_counter() - t0
             record.attempts.append({"model": model.id, "error": None, "seconds": round(seconds, 3)})
-            record.cached = getattr(outputs, "from_cache", False)  # cache.CachedOutputs
-            record.status, record.outputs = TaskStatus.DONE, list(outputs)
+            record.cached = cached
+            record.status, record.outputs = TaskStatus.DONE, outputs
             inbox.put(
                 TaskFinished(
                     task.id, task.task, model.id, record.outputs, seconds, record.cached, record.seed

@@ -8,6 +8,7 @@ in-process when no server is configured.
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -17,6 +18,8 @@ from typing import Any
 
 from . import urlguard
 from .text import shorten
+
+log = logging.getLogger(__name__)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"  # where a key without a base URL goes
 
@@ -252,6 +255,9 @@ class OpenAICompatibleLLM(LLM):
                     self._learnt["json_schema"] = True
                 except (openai.BadRequestError, openai.UnprocessableEntityError):
                     # Maybe the server refuses structured output: plain text from now on.
+                    log.info(
+                        "%s refused structured output; asking for plain text from now on", self.describe()
+                    )
                     chunks = self._client.chat.completions.create(**kwargs)
                     self._learnt["json_schema"] = json_mode = False
             else:

@@ -1,55 +1,27 @@
-"""The orchestrator: plan, select, execute, respond, yielding events as it goes.
-
-Each stage is a generator of events that returns its result; the run goes from one to the next
-and ends with exactly one Done.
-"""
+"""The orchestrator's public face: answer a request, plan only, run a given plan, re-run after an
+edit. Each starts a RequestRun (request_run.py) that yields events as it goes and ends with Done."""
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
-import uuid
-from collections.abc import Generator, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import urlguard
-from .artifacts import kind_of_file
-from .cache import CachingEndpoint, ResultCache
+from .cache import ResultCache
 from .catalog import Catalog
 from .config import Settings
 from .endpoints import Endpoint
-from .events import Done, ErrorKind, Event, ModelSelected, Outcome, PlanReady, Stage, StageStarted
-from .execute import ExecutionSettings, RunContext, execute_steps
-from .llm import LLM, LLMError, Message
-from .plan import FileRules, Plan, PlanLimits, validate_plan
+from .events import Done, ErrorKind, Event, Outcome
+from .llm import LLM, Message
+from .plan import FileRules, Plan, validate_plan
 from .planfile import Edit, PlanFileError, apply_edits, choices_as_ran
-from .planner import FileInfo, PlanOutcome, plan_steps, trim_history
-from .records import TaskRecord
-from .respond import respond_steps
-from .seeds import with_seeds
-from .selection import Choice, select_steps
-from .trace import build_trace, write_trace
+from .request_run import RequestRun, RunMode
+from .selection import Choice
 from .workspace import Workspace
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class _Mode:
-    """What a run does besides the usual: a given plan, given choices, where it stops."""
-
-    plan: Plan | None = None  # given: no planning call
-    choices: Mapping[int, Choice] = field(default_factory=dict)  # given: no selection for these tasks
-    seeds: Mapping[int, int] = field(default_factory=dict)
-    stop_after_select: bool = False
-    answer: bool = True
-    use_cache: bool = True
-    header: Mapping[str, Any] = field(default_factory=dict)  # added to the trace
 
 
 class Pipeline:
@@ -81,7 +53,7 @@ class Pipeline:
         cancelled: threading.Event | None = None,
     ) -> Iterator[Event]:
         """Answer one request: plan, select, execute, respond."""
-        yield from self._start(request, workspace, files, history, cancelled, _Mode())
+        yield from self._start(request, workspace, files, history, cancelled, RunMode())
 
     def plan_only(
         self,
@@ -94,7 +66,7 @@ class Pipeline:
     ) -> Iterator[Event]:
         """Plan and select, run nothing: Done (outcome PLANNED) carries the plan and the choices,
         seeds included, for a person to review, edit (planfile.apply_edits) and pass to run_plan."""
-        yield from self._start(request, workspace, files, history, cancelled, _Mode(stop_after_select=True))
+        yield from self._start(request, workspace, files, history, cancelled, RunMode(stop_after_select=True))
 
     def run_plan(
         self,
@@ -117,7 +89,7 @@ class Pipeline:
         The plan goes through the same validator as the LLM's. `seeds` overrides seeds by task id;
         `answer=False` stops before the answer (outcome EXECUTED); `plan_only` stops after selection;
         `use_cache=False` runs every task (replay); `header` adds fields to the trace."""
-        mode = _Mode(
+        mode = RunMode(
             plan, dict(choices or {}), dict(seeds or {}), plan_only, answer, use_cache, dict(header or {})
         )
         yield from self._start(request, workspace, files, history, cancelled, mode)
@@ -160,302 +132,7 @@ class Pipeline:
         files: Sequence[Path],
         history: Sequence[Message],
         cancelled: threading.Event | None,
-        mode: _Mode,
+        mode: RunMode,
     ) -> Iterator[Event]:
-        run = _Run(self, request, workspace, list(history), cancelled or threading.Event(), mode)
+        run = RequestRun(self, request, workspace, list(history), cancelled or threading.Event(), mode)
         yield from run.events(files)
-
-
-class _Failed(Exception):
-    """Ends a run early with a failure of a known kind."""
-
-    def __init__(self, kind: ErrorKind, message: str):
-        super().__init__(message)
-        self.kind = kind
-
-
-class _Cancelled(Exception):
-    """Ends a run early because it was stopped."""
-
-
-class _Run:
-    """The state of one request: its parts as the stages produce them, and its timings."""
-
-    def __init__(
-        self,
-        pipeline: Pipeline,
-        request: str,
-        workspace: Workspace,
-        history: list[Message],
-        cancelled: threading.Event,
-        mode: _Mode,
-    ):
-        self.p = pipeline
-        self.mode = mode
-        self.s = pipeline.settings
-        self.request = request
-        self.workspace = workspace
-        self.history = history
-        self.cancelled = cancelled
-        self.request_id = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
-        self.llm = pipeline.llm.recording()  # this request's own call log
-        self.trace_path = workspace.trace_path(self.request_id)
-        self.header = {
-            "request_id": self.request_id,
-            "request": request,
-            "llm": pipeline.llm.describe(),
-            "endpoint": pipeline.endpoint.describe(),
-            **mode.header,
-        }
-        if mode.plan is not None:
-            self.header["plan_given"] = True
-        self.planning: PlanOutcome | None = None
-        self.plan: Plan | None = None
-        self.choices: dict[int, Choice] | None = None
-        self.records: list[TaskRecord] = []
-        self.answer: list[str] = []
-        self.timings: dict[str, float] = {}
-        self.trace_saved = False
-        self.incomplete: str | None = None
-        self.over_time = threading.Event()  # the request ran past request_seconds
-
-    def events(self, files: Sequence[Path]) -> Iterator[Event]:
-        started = time.perf_counter()
-        outcome, error, kind = Outcome.ANSWERED, None, None
-        timer = threading.Timer(self.s.request_seconds, self._time_up)
-        timer.daemon = True
-        timer.start()
-        try:
-            if len(self.request) > self.s.max_request_chars:
-                raise _Failed(
-                    ErrorKind.INPUT,
-                    f"The request is {len(self.request):,} characters long; "
-                    f"at most {self.s.max_request_chars:,} are accepted.",
-                )
-            new_files = [self.workspace.add_upload(Path(f)) for f in files]
-            yield from self._stages(new_files)
-            if self.mode.stop_after_select:
-                outcome = Outcome.PLANNED
-            elif not self.mode.answer:
-                outcome = Outcome.EXECUTED
-        except _Cancelled:
-            outcome = Outcome.CANCELLED
-            if self.over_time.is_set():
-                outcome, kind = Outcome.FAILED, ErrorKind.LIMIT
-                error = (
-                    f"The request took longer than its limit of {self.s.request_seconds:g} s and was stopped."
-                )
-        except _Failed as e:
-            outcome, error, kind = Outcome.FAILED, str(e), e.kind
-        except LLMError as e:
-            outcome, error, kind = Outcome.FAILED, str(e), ErrorKind.LLM
-        except Exception as e:
-            if self.cancelled.is_set():  # e.g. the page was left and its folder deleted under the run
-                log.info("request %s ended after a stop: %s: %s", self.request_id, type(e).__name__, e)
-                outcome = Outcome.CANCELLED
-            else:  # a bug: logged with its stack trace, reported without it
-                log.exception("request %s failed", self.request_id)
-                outcome, error = (
-                    Outcome.FAILED,
-                    "Internal error while answering; the server log has the details.",
-                )
-                kind = ErrorKind.INTERNAL
-        finally:
-            timer.cancel()
-            self.timings["total"] = time.perf_counter() - started
-        answer = "".join(self.answer)
-        end = {
-            "outcome": str(outcome),
-            "answer": answer,
-            "answer_incomplete": self.incomplete,
-            "error": error,
-            "error_kind": kind and str(kind),
-        }
-        trace = self._save_trace(end)
-        trace_file = self.trace_path if self.trace_saved else None
-        choices = self.choices or {}
-        yield Done(
-            outcome,
-            answer,
-            error,
-            kind,
-            tuple(self.records),
-            trace,
-            trace_file,
-            self.incomplete,
-            self.plan,
-            choices,
-        )
-
-    def _time_up(self) -> None:
-        self.over_time.set()
-        self.cancelled.set()  # everything the run started stops as on Stop
-
-    def _stages(self, new_files: list[Path]) -> Generator[Event, None, None]:
-        if self.mode.plan is None:
-            plan = yield from self._plan_stage(new_files)
-        else:
-            plan = yield from self._given_plan_stage(self.mode.plan)
-        self._checkpoint()
-        if plan.tasks:
-            choices = yield from self._select_stage(plan)
-            if self.mode.stop_after_select:
-                return
-            self._checkpoint()
-            yield from self._execute_stage(plan, choices)
-            self._checkpoint()
-        if self.mode.answer and not self.mode.stop_after_select:
-            yield from self._respond_stage()
-
-    def _given_plan_stage(self, plan: Plan) -> Generator[Event, None, Plan]:
-        yield StageStarted(Stage.PLAN)
-        problems = self.p.check_plan(plan, self.workspace)
-        if problems:
-            raise _Failed(ErrorKind.INPUT, "The plan cannot run: " + "; ".join(problems))
-        self.plan = plan
-        yield PlanReady(plan, 0)  # no attempt: nothing was asked of the LLM
-        return plan
-
-    def _plan_stage(self, new_files: list[Path]) -> Generator[Event, None, Plan]:
-        yield StageStarted(Stage.PLAN)
-        with self._timed(Stage.PLAN):
-            available = self.workspace.files()
-            infos = [
-                FileInfo(kind_of_file(path) or "file", name, new=path in new_files)
-                for name, path in available.items()
-            ]
-            self.planning = yield from plan_steps(  # rejected plans are shown as they happen
-                self.llm,
-                self.request,
-                files=infos,
-                history=self.history,
-                shots=self.s.shots,
-                max_retries=self.s.max_plan_retries,
-                rules=FileRules(uploads=frozenset(available), allow_urls=self.s.allow_urls),
-                history_tokens=self.s.history_tokens,
-                cancelled=self.cancelled,
-                limits=PlanLimits(max_chars=self.s.max_plan_chars, max_tasks=self.s.max_plan_tasks),
-            )
-        if self.planning.plan is None:
-            self._checkpoint()  # stopped while planning: no failure to report
-            raise _Failed(
-                ErrorKind.PLAN, f"I could not make a valid plan for this request. {self.planning.error}"
-            )
-        self.plan = self.planning.plan
-        yield PlanReady(self.plan, self.planning.attempts)
-        return self.plan
-
-    def _select_stage(self, plan: Plan) -> Generator[Event, None, dict[int, Choice]]:
-        yield StageStarted(Stage.SELECT)
-        given = {t.id: self.mode.choices[t.id] for t in plan.tasks if t.id in self.mode.choices}
-        for c in given.values():
-            if c.model is not None:
-                candidates = [m.id for m in c.candidates]
-                yield ModelSelected(c.task_id, c.task, c.model.id, c.reason, candidates, c.source)
-        open_tasks = Plan([t for t in plan.tasks if t.id not in given])
-        selected: dict[int, Choice] = {}
-        with self._timed(Stage.SELECT):
-            if open_tasks.tasks:  # one LLM call at most, and only for tasks with a real choice
-                selected = yield from select_steps(
-                    self.llm,
-                    open_tasks,
-                    self.p.catalog,
-                    self.request,
-                    runnable=self.p.endpoint.can_run,
-                    k=self.s.top_k,
-                    candidate_tokens=self.s.candidate_tokens,
-                )
-        self.choices = with_seeds(plan, {**given, **selected}, self.s.seed, self.mode.seeds)
-        return self.choices
-
-    def _execute_stage(self, plan: Plan, choices: dict[int, Choice]) -> Generator[Event, None, None]:
-        yield StageStarted(Stage.EXECUTE)
-        endpoint = self.p.endpoint
-        if self.p.cache is not None and self.mode.use_cache:
-            scope = str(self.workspace.root) if self.s.cache_scope == "conversation" else "process"
-            endpoint = CachingEndpoint(endpoint, self.p.cache, scope)
-        ctx = RunContext(
-            endpoint=endpoint,
-            workspace=self.workspace,
-            run_dir=self.workspace.run_dir(self.request_id),
-            settings=ExecutionSettings(
-                max_workers=self.s.max_workers,
-                task_timeout=self.s.task_timeout,
-                task_attempts=self.s.task_attempts,
-                fetch_url=self._fetch if self.s.allow_urls else None,
-                max_text_arg_chars=self.s.max_text_arg_chars,
-                max_output_chars=self.s.max_output_chars,
-            ),
-            cancelled=self.cancelled,
-        )
-        with self._timed(Stage.EXECUTE):
-            self.records = yield from execute_steps(plan, choices, ctx)
-
-    def _respond_stage(self) -> Generator[Event, None, None]:
-        yield StageStarted(Stage.RESPOND)
-        with self._timed(Stage.RESPOND):
-            # The same history budget as planning: a long conversation must not overflow the context.
-            history = trim_history(self.history, self.s.history_tokens)
-            answer = respond_steps(
-                self.llm,
-                self.request,
-                self.records,
-                self.workspace,
-                history,
-                self.cancelled,
-                max_tokens=self.s.answer_max_tokens,
-                max_chars=self.s.max_answer_chars,
-            )
-            while True:
-                try:
-                    delta = next(answer)
-                except StopIteration as end:
-                    self.incomplete = end.value
-                    break
-                self.answer.append(delta.text)
-                yield delta
-        self._checkpoint()
-
-    def _checkpoint(self) -> None:
-        """Between stages: the trace so far is written (a run that dies leaves it), and after Stop
-        no further LLM call or model run starts."""
-        self._save_trace()
-        if self.cancelled.is_set():
-            raise _Cancelled
-
-    def _fetch(self, url: str, dest: Path) -> Path:
-        import httpx
-
-        try:
-            return urlguard.fetch(url, dest, max_bytes=self.s.url_max_bytes)
-        except httpx.HTTPError as e:
-            raise urlguard.URLRefused(f"fetching {url} failed: {type(e).__name__}") from None
-
-    @contextmanager
-    def _timed(self, stage: Stage):
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.timings[str(stage)] = time.perf_counter() - t0
-
-    def _save_trace(self, end: dict[str, Any] | None = None) -> dict[str, Any]:
-        trace = build_trace(
-            self.header,
-            max_field_chars=self.s.max_trace_field_chars,
-            root=self.workspace.root,
-            planning=self.planning,
-            plan=self.plan,
-            choices=self.choices,
-            records=self.records,
-            calls=list(self.llm.calls),
-            timings=self.timings,
-            end=end,
-        )
-        try:
-            write_trace(self.trace_path, trace)
-            self.trace_saved = True
-        except OSError as e:  # the conversation's folder went away (page left): nothing to keep
-            log.info("trace of %s not written: %s", self.request_id, e)
-            self.trace_saved = False
-        return trace

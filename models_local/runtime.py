@@ -9,8 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,6 @@ from .handlers.base import Handler, Outputs, RuntimeUnsupported
 from .sizing import folder_size, loaded_size, mib
 
 log = logging.getLogger(__name__)
-_SEED_LOCK = threading.Lock()
 
 # Library names a model card may carry, mapped to the handler library that serves them.
 LIBRARY_ALIASES = {
@@ -104,10 +102,10 @@ class Runtime:
     ) -> list[dict]:
         """`stop` (anything with is_set()) ends a long call between steps with Stopped.
 
-        `seed` makes a sampling model (diffusion, VITS, SpeechT5) repeat itself: torch's random
-        generators are seeded just before the call, once the model is loaded. The generators are
-        process-wide, so seeded calls take turns; an unseeded call running meanwhile would still
-        draw from them."""
+        `seed` makes a sampling model (diffusion, VITS, SpeechT5) repeat itself; it is the same as
+        an input "seed", which the handlers read (handlers.base.seeded, diffusion.seeded)."""
+        if seed is not None:
+            inputs = {**inputs, "seed": str(seed)}
         try:
             handler = self.handler(task)
             entry = self._get(task, model, handler)  # counted as a user of the entry
@@ -116,7 +114,7 @@ class Runtime:
             raise
         try:
             outputs = Outputs(Path(out_dir).resolve(), stop=stop)
-            with entry.call_lock, LOAD_GATE.calling(self.device.dtype), _seeded(seed):
+            with entry.call_lock, LOAD_GATE.calling(self.device.dtype):
                 outputs.check_stop()  # stopped while waiting for the model: do not start
                 handler.call(entry.obj, dict(inputs), outputs)
         finally:
@@ -188,16 +186,3 @@ class Runtime:
         with self._count_lock:
             self.loads += 1
         return obj
-
-
-@contextmanager
-def _seeded(seed: int | None) -> Iterator[None]:
-    """torch's generators (CPU and every GPU) seeded for one call; seeded calls take turns."""
-    if seed is None:
-        yield
-        return
-    import torch
-
-    with _SEED_LOCK:
-        torch.manual_seed(seed)
-        yield

@@ -144,9 +144,10 @@ CARDS = [  # each task has one candidate: the models the server's folder holds
 ]
 
 
-def in_process(deployed, out: Path) -> dict[int, dict]:
-    """The plan's tasks on the in-process runtime: same models, the server's seed and steps, and one
-    torch thread as in a replica (float sums in another order could move a pixel)."""
+def in_process(deployed, out: Path, seeds: dict[int, int | None]) -> dict[int, dict]:
+    """The plan's tasks on the in-process runtime: same models, the seeds the run gave each task (the
+    server's for a task without one), its steps, and one torch thread as in a replica (float sums in
+    another order could move a pixel)."""
     import torch
 
     from models_local import Runtime
@@ -158,18 +159,19 @@ def in_process(deployed, out: Path) -> dict[int, dict]:
     diffusion.STEPS = STEPS
     try:
 
-        def run(task: str, name: str, **inputs: str) -> dict:
-            arts = runtime.run(task, model(name), inputs, out, seed=0)
+        def run(task_id: int, task: str, name: str, **inputs: str) -> dict:
+            seed = seeds.get(task_id)
+            arts = runtime.run(task, model(name), inputs, out, seed=0 if seed is None else seed)
             return {a["kind"]: a.get("path", a.get("value")) for a in arts}
 
-        drawn = run("text-to-image", "tiny/sd", text="a red cat on a mat")
-        speech = run("text-to-speech", "tiny/vits", text="hello world")
+        drawn = run(0, "text-to-image", "tiny/sd", text="a red cat on a mat")
+        speech = run(3, "text-to-speech", "tiny/vits", text="hello world")
         return {
             0: drawn,
-            1: run("image-to-image", "tiny/sd", image=drawn["image"], text="a blue dog"),
-            2: run("image-classification", "tiny/vit", image=drawn["image"]),
+            1: run(1, "image-to-image", "tiny/sd", image=drawn["image"], text="a blue dog"),
+            2: run(2, "image-classification", "tiny/vit", image=drawn["image"]),
             3: speech,
-            4: run("audio-classification", "tiny/audio-cls", audio=speech["audio"]),
+            4: run(4, "audio-classification", "tiny/audio-cls", audio=speech["audio"]),
         }
     finally:
         torch.set_num_threads(threads)
@@ -205,7 +207,9 @@ def test_a_five_task_plan_runs_remote_through_the_cli_as_it_runs_in_process(depl
     tasks = {t["id"]: t for t in out["tasks"]}
     assert all(t["status"] == "done" for t in tasks.values()), out["tasks"]
     got = {i: {o["kind"]: o.get("path", o.get("value")) for o in t["outputs"]} for i, t in tasks.items()}
-    want = in_process(deployed, tmp_path / "local")
+    # The inference protocol carries a seed for text-to-image and image-to-image; the server's own
+    # seed (0) serves the speech, whose client call has no seed to send.
+    want = in_process(deployed, tmp_path / "local", {i: tasks[i].get("seed") for i in (0, 1)})
     for i in (0, 1):
         assert np.array_equal(
             np.asarray(Image.open(got[i]["image"])), np.asarray(Image.open(want[i]["image"]))

@@ -57,7 +57,8 @@ class TaskOp:
 
 
 def _image_to_image(client: Any, inputs: dict[str, Any]) -> Any:
-    return client.image_to_image(media(inputs, "image"), prompt=inputs.get("text") or None)
+    # The client sends extra keyword arguments as parameters: the seed among them.
+    return client.image_to_image(media(inputs, "image"), prompt=inputs.get("text") or None, **_seed(inputs))
 
 
 OPS: dict[str, TaskOp] = {
