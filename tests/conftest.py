@@ -29,31 +29,34 @@ for key in (
 ):
     os.environ.pop(key, None)
 
-# Session fixtures shared by several modules are registered here, once: a fixture imported into two
-# test modules would be built once per module.
-from app_support import llm_server, tiny_catalog  # noqa: F401
-from serve_support import served  # noqa: F401
-from tiny_text_audio import tiny  # noqa: F401
-from tiny_vision import (  # noqa: F401
-    tiny_blip,
-    tiny_blip_vqa,
-    tiny_controlnet,
-    tiny_detr,
-    tiny_donut,
-    tiny_dpt,
-    tiny_llava,
-    tiny_sd,
-    tiny_sd_controlnet,
-    tiny_sd_image_variation,
-    tiny_segformer,
-    tiny_text_to_video,
-    tiny_vilt,
-    tiny_vision_root,
-    tiny_vit,
-    tiny_vit_gpt2,
-    tiny_vitpose,
-    tiny_vitpose_plus,
-)
+# One torch thread: the tiny models gain nothing from more, and on a shared 2-core machine idle
+# OpenMP threads spinning for work cost twice the CPU.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# Session fixtures shared by several modules are registered once, as plugins: a fixture imported
+# into two test modules would be built once per module.
+pytest_plugins = ["app_support", "serve_support", "tiny_text_audio", "tiny_vision"]
+
+# The inner loop is `pytest -m "not slow"`: no app or browser, no subprocess, no model. CI runs all.
+SLOW_MODULES = {
+    "test_app",
+    "test_browser",
+    "test_browser_privacy",
+    "test_cli",
+    "test_cli_plan",
+    "test_mcp",
+    "test_openai_api",
+    "test_replay",
+    "test_serve_ray",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        builds_models = any(name.startswith("tiny") for name in getattr(item, "fixturenames", ()))
+        if module in SLOW_MODULES or builds_models:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)

@@ -7,13 +7,13 @@ Skips when Chromium or Playwright is missing, unless HUGGINGGPT_REQUIRE_BROWSER=
 import contextlib
 import os
 import re
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from app_support import app_settings, photo, running_app
+from fakes.serving import serve_in_thread
 
 from hugginggpt.catalog import Catalog, ModelCard
 
@@ -61,7 +61,7 @@ def beacon():
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", hits
     finally:

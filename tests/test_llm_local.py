@@ -29,9 +29,10 @@ def test_local_model_completes_and_streams_with_token_counts(tiny):
 
 
 def test_local_model_output_goes_through_the_planner_without_crashing(tiny):
-    # Random weights write noise: the planner must end in a clear error, not a crash.
+    # Random weights write noise, never a plan: the planner must end in a clear error, not a crash.
     outcome = make_plan(LocalChatLLM(tiny("llama-chat"), max_new_tokens=6), "draw a cat", max_retries=1)
-    assert outcome.attempts == 2 and (outcome.plan is not None or outcome.error)
+    assert outcome.attempts == 2 and outcome.plan is None
+    assert outcome.error.startswith("No valid plan after 2 attempts") and len(outcome.problems) == 2
 
 
 def test_missing_local_model_is_a_clear_error(tmp_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fakes.serving import POLL_SECONDS
 from tiny_text_audio import write_tone
 
 import models_local
@@ -336,7 +337,9 @@ class _FakeHubFiles:
                 self._route(head=True)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True
+        )
 
     @property
     def url(self) -> str:

@@ -5,6 +5,7 @@ import json
 import pytest
 from fakes.endpoints import FakeEndpoint, cards
 from fakes.llm_server import FakeLLMServer, Reply
+from fakes.serving import serve_in_thread
 
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
@@ -393,7 +394,6 @@ def test_a_web_address_in_the_answer_is_not_called_a_missing_file(server, photo,
 
 
 def test_a_base_url_that_answers_with_a_web_page_is_a_clear_llm_error(tmp_path):
-    import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from hugginggpt.llm import LLMError
@@ -412,7 +412,7 @@ def test_a_base_url_that_answers_with_a_web_page_is_a_clear_llm_error(tmp_path):
             self.wfile.write(body)
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), WebPage)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    serve_in_thread(httpd)
     try:
         llm = OpenAICompatibleLLM(
             base_url=f"http://127.0.0.1:{httpd.server_port}", model="m", api_key="k", timeout=5, max_retries=0

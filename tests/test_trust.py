@@ -2,10 +2,10 @@
 
 import ipaddress
 import os
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from fakes.serving import serve_in_thread
 
 from hugginggpt import urlguard
 from hugginggpt.urlguard import URLRefused, check_url, fetch, is_public
@@ -126,7 +126,7 @@ class _Server:
                     self.wfile.write(body)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        serve_in_thread(self.httpd)
         self.url = f"http://127.0.0.1:{self.httpd.server_port}"
 
 
@@ -179,7 +179,7 @@ def test_fetch_connects_to_the_address_it_checked_not_a_second_dns_answer(server
             self.wfile.write(b"private data")
 
     inside = ThreadingHTTPServer(("127.0.0.2", port), Inside)  # "the private network", same port
-    threading.Thread(target=inside.serve_forever, daemon=True).start()
+    serve_in_thread(inside)
     real = socket.getaddrinfo
     answers = iter(["127.0.0.1"] + ["127.0.0.2"] * 10)
 
@@ -234,7 +234,7 @@ class _Redirecting:
 
         self.public = ThreadingHTTPServer(("127.0.0.1", 0), Public)
         for s in (self.private, self.public):
-            threading.Thread(target=s.serve_forever, daemon=True).start()
+            serve_in_thread(s)
         self.url = f"http://127.0.0.1:{self.public.server_port}/v1"
 
     def close(self):

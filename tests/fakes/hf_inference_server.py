@@ -32,6 +32,8 @@ import numpy as np
 import soundfile as sf
 from PIL import Image
 
+from .serving import POLL_SECONDS
+
 
 @dataclass
 class Fault:
@@ -135,7 +137,9 @@ class FakeHFServer:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True
+        )
 
     @property
     def base(self) -> str:

@@ -22,6 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 from urllib.parse import parse_qs, unquote, urlparse
 
+from .serving import POLL_SECONDS
+
 
 @dataclass
 class HubModel:
@@ -70,7 +72,9 @@ class FakeHub:
         self.requests: list[dict[str, Any]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True
+        )
 
     @property
     def url(self) -> str:

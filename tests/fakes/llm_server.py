@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
+from .serving import POLL_SECONDS
+
 
 @dataclass
 class Reply:
@@ -49,7 +51,9 @@ class FakeLLMServer:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True
+        )
 
     @property
     def url(self) -> str:
