@@ -7,12 +7,13 @@ import random
 
 import pytest
 
-from hugginggpt.catalog import ENV_VAR, Catalog, ModelCard, load_catalog, prompt_lines
+from hugginggpt.catalog import Catalog, ModelCard, load_catalog, prompt_lines
 from hugginggpt.catalog.indexed_file import IndexedFile, write_indexed
 from hugginggpt.catalog.model_catalog import SHIPPED
 from hugginggpt.catalog.prompt import estimate_tokens
 from hugginggpt.catalog.rules import LOCAL_LIBRARIES
 from hugginggpt.cli import parser, settings_from_args
+from hugginggpt.config import ENV_NAMES
 from hugginggpt.factory import build_catalog
 from hugginggpt.tasks import CONTROLS, TASKS
 
@@ -24,7 +25,7 @@ THIN = {"visual-question-answering", "text-to-video"} | {
 
 @pytest.fixture
 def no_env(monkeypatch):
-    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.delenv(ENV_NAMES["catalog_paths"], raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -230,7 +231,9 @@ def test_env_var_files_load_before_cli_files(tmp_path, monkeypatch):
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     first.write_text('{"id": "m", "task": "translation", "downloads": 1, "description": "from env"}\n')
     second.write_text('{"id": "m", "task": "translation", "description": "from cli"}\n')
-    monkeypatch.setenv(ENV_VAR, f"{first}{__import__('os').pathsep}{tmp_path / 'gone.yaml'}")
+    monkeypatch.setenv(
+        ENV_NAMES["catalog_paths"], f"{first}{__import__('os').pathsep}{tmp_path / 'gone.yaml'}"
+    )
     settings = settings_from_args(parser().parse_args(["--catalog", str(second), "hi"]))
     catalog = build_catalog(settings)
     m = catalog.get("m", "translation")

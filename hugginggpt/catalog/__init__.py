@@ -5,7 +5,7 @@ Interface used by the rest of the controller: `ModelCard`, `Catalog.candidates()
 """
 
 from .card import ModelCard
-from .model_catalog import ENV_VAR, Catalog, load_catalog
+from .model_catalog import Catalog, load_catalog
 from .prompt import prompt_lines
 
-__all__ = ["ENV_VAR", "Catalog", "ModelCard", "load_catalog", "prompt_lines"]
+__all__ = ["Catalog", "ModelCard", "load_catalog", "prompt_lines"]

@@ -18,7 +18,6 @@ from .rules import folder_library, is_local
 from .userfile import Entry, read_user_file
 
 SHIPPED = Path(__file__).parent / "models.jsonl"
-ENV_VAR = "HUGGINGGPT_CATALOG"  # user catalog files, separated by os.pathsep
 
 
 class Catalog:
