@@ -198,6 +198,7 @@ def test_prompt_says_what_each_argument_is_for_when_the_name_does_not():
             "at most 30",
         ),
     ],
+    ids=["10k-nested", "5k-nested-in-tasks", "150k-chars", "500-tasks"],
 )
 def test_hostile_plans_are_refused_quickly_and_not_echoed_in_full(server, reply, problem):
     server.script("plan", reply)
