@@ -14,6 +14,7 @@ from collections.abc import Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -267,7 +268,9 @@ class RequestRun:
                 max_workers=self.s.max_workers,
                 task_timeout=self.s.task_timeout,
                 task_attempts=self.s.task_attempts,
-                fetch_url=self._fetch if self.s.allow_urls else None,
+                fetch_url=partial(urlguard.fetch, max_bytes=self.s.url_max_bytes)
+                if self.s.allow_urls
+                else None,
                 max_text_arg_chars=self.s.max_text_arg_chars,
                 max_output_chars=self.s.max_output_chars,
             ),
@@ -307,14 +310,6 @@ class RequestRun:
         self._save_trace()
         if self.cancelled.is_set():
             raise _Cancelled
-
-    def _fetch(self, url: str, dest: Path) -> Path:
-        import httpx
-
-        try:
-            return urlguard.fetch(url, dest, max_bytes=self.s.url_max_bytes)
-        except httpx.HTTPError as e:
-            raise urlguard.URLRefused(f"fetching {url} failed: {type(e).__name__}") from None
 
     @contextmanager
     def _timed(self, stage: Stage):

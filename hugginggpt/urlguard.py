@@ -72,7 +72,22 @@ def fetch(
     timeout: float = 20.0,
     allowed: Callable[[Address], bool] = is_public,
 ) -> Path:
-    """Download `url` into `dest_dir`, checking every hop; return the file's path."""
+    """Download `url` into `dest_dir`, checking every hop; return the file's path. Every refusal,
+    and every transport failure (a reset, a time-out), is a URLRefused saying what happened."""
+    try:
+        return _fetch(url, dest_dir, max_bytes, max_redirects, timeout, allowed)
+    except httpx.HTTPError as e:
+        raise URLRefused(f"fetching {url} failed: {type(e).__name__}") from None
+
+
+def _fetch(
+    url: str,
+    dest_dir: Path,
+    max_bytes: int,
+    max_redirects: int,
+    timeout: float,
+    allowed: Callable[[Address], bool],
+) -> Path:
     with httpx.Client(follow_redirects=False, timeout=timeout, trust_env=False) as client:
         for _ in range(max_redirects + 1):
             pinned_url, options = _pinned(url, check_url(url, allowed=allowed)[0])
