@@ -81,7 +81,10 @@ def send(client, text, files=(), **choice):
     )
     started, plan_seconds, updates = time.perf_counter(), None, []
     job = client.submit(*args, api_name="/chat")
-    for chat, _, _ in job:
+    for update in job:
+        if isinstance(update[0], Exception):  # gradio_client could not read this update (a file download)
+            raise update[0]
+        chat, _, _ = update
         updates.append(chat)
         if plan_seconds is None and any(t and t.startswith("Plan:") for t in titles(chat)):
             plan_seconds = time.perf_counter() - started
@@ -354,6 +357,24 @@ def test_upload_checks(tmp_path):
     bomb = tmp_path / "huge.png"
     Image.new("1", (9000, 9000)).save(bomb)  # small file, 81 megapixels
     assert "too large to process" in check_upload(bomb, max_bytes=10**6)
+
+
+def test_one_visitor_leaving_never_deletes_the_same_picture_another_visitor_sent(tmp_path):
+    """Gradio names an upload by its content: two visitors sending one picture share its path."""
+    from hugginggpt.workspace import Workspace
+    from webui.conversations import Conversation
+    from webui.files import Publisher
+
+    cache = tmp_path / "gradio"
+    (cache / "5eed").mkdir(parents=True)
+    upload = photo(cache / "5eed" / "cat.png")  # where Gradio put both visitors' upload
+    publisher = Publisher(cache)
+    first, second = (Conversation(Workspace.create(tmp_path / "ws", n)) for n in ("a", "b"))
+    shown = [Path(publisher.file(c, upload)) for c in (first, second)]
+    assert shown[0] != shown[1] and all(p.read_bytes() == upload.read_bytes() for p in shown)
+    first.remove()
+    assert not shown[0].exists() and not shown[0].parent.exists()  # the one who left: gone
+    assert shown[1].is_file() and upload.is_file()  # the other's picture still shows
 
 
 def test_new_conversation_gets_a_fresh_workspace_and_history(llm_server, tmp_path):

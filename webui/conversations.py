@@ -48,10 +48,8 @@ class Conversation:
 
     def delete_files(self) -> None:
         shutil.rmtree(self.workspace.root, ignore_errors=True)
-        for path in list(self.served):
-            path.unlink(missing_ok=True)
-            if path.parent.name != "gradio":  # the copy's own random folder (an upload's hash folder)
-                shutil.rmtree(path.parent, ignore_errors=True)
+        for path in list(self.served):  # each copy sits alone in its own random folder (webui.files)
+            shutil.rmtree(path.parent, ignore_errors=True)
         self.served.clear()
 
 

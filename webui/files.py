@@ -4,6 +4,10 @@ Gradio serves files from its cache folder to anyone who has the URL. So every fi
 shows is copied there under a random folder name (128 bits: a URL nobody can guess or list), the
 copy is recorded on the conversation, and every copy is deleted when the conversation ends (page
 left, cleared, idle time-out); a fetch of it then fails. The workspace itself is never served.
+
+Uploads are copied too: Gradio names an upload by its content, so two visitors who send the same
+picture share one upload path, and deleting it with one conversation would break the other's.
+Gradio's own sweep (`delete_cache` in app.py) removes the originals.
 """
 
 from __future__ import annotations
@@ -33,9 +37,6 @@ class Publisher:
 
     def file(self, conv: Conversation, path: str | Path) -> str:
         source = Path(path).resolve()
-        if source.is_relative_to(self.cache_dir):  # an upload, already in the cache: this conversation's
-            conv.served.add(source)
-            return str(source)
         copy = conv.copies.get(source)
         if copy is None or not copy.is_file():
             copy = self.cache_dir / secrets.token_hex(16) / source.name
