@@ -25,7 +25,7 @@ from hugginggpt.config import Settings, load_settings
 from hugginggpt.endpoints import Endpoint
 from hugginggpt.llm import LLM
 from hugginggpt.modes import INFERENCE_MODES
-from webui import saved
+from webui import review_panel, saved
 from webui.calls import Calls
 from webui.chat import ChatApp, LLMChoice
 from webui.files import Publisher
@@ -45,6 +45,7 @@ CSS = """
 .hg-skipped { color: #a16207; }
 .hg-stopped, .hg-not-finished, .hg-waiting { color: #4b5563; }
 .field-problem { color: #b91c1c; font-size: 0.9em; }
+#review-form { padding: 0.75em; }
 #chat .mermaid svg { max-width: 100%; height: auto; }
 @media (max-width: 480px) {
   #chat { min-height: 360px; }
@@ -81,6 +82,7 @@ class Page:
     earlier: Any
     store: Any  # gr.BrowserState: this browser's conversations and settings (webui.saved)
     conv_key: Any  # gr.State: the open conversation's key
+    review: review_panel.ReviewControls  # the plan's review form and the re-run buttons
 
     @property
     def choice_inputs(self) -> list[Any]:
@@ -168,6 +170,7 @@ def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
             elem_id="request",
         )
         stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, visible=False, elem_id="stop")
+    review = review_panel.layout(gr, settings.review)
     gr.Examples(
         examples=[[_example(text, name)] for text, name in EXAMPLES],
         inputs=[box],
@@ -210,7 +213,7 @@ def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
     conv_key = gr.State("")
     return Page(
         status, chatbot, box, stop, traces, base_url, model, key, mode, top_k, keep_key, problems,
-        new, earlier, store, conv_key,
+        new, earlier, store, conv_key, review,
     )  # fmt: skip
 
 
@@ -230,21 +233,23 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
             return conv_key
         return _session(request)
 
-    def respond(message: dict[str, Any], conv_key, base_url, model, key, mode, top_k, request: gr.Request):
-        yield from answer(message, conv_key, choice(base_url, model, key, mode, top_k), request, None)
+    def respond(
+        message: dict[str, Any], conv_key, base_url, model, key, mode, top_k, review, request: gr.Request
+    ):
+        yield from answer(message, conv_key, choice(base_url, model, key, mode, top_k), review, request, None)
 
     def respond_signed_in(
-        message: dict[str, Any], conv_key, base_url, model, key, mode, top_k, request: gr.Request,
+        message: dict[str, Any], conv_key, base_url, model, key, mode, top_k, review, request: gr.Request,
         token: gr.OAuthToken | None,
     ):  # fmt: skip
         the_choice = choice(base_url, model, key, mode, top_k)
-        yield from answer(message, conv_key, the_choice, request, token.token if token else None)
+        yield from answer(message, conv_key, the_choice, review, request, token.token if token else None)
 
-    def answer(message: dict[str, Any], conv_key, the_choice: LLMChoice, request: Any, hf_token: str | None):
+    def answer(message: dict[str, Any], conv_key, the_choice: LLMChoice, review, request: Any, hf_token):
         session = conversation_key(conv_key, request)
         client = getattr(getattr(request, "client", None), "host", "") or ""
         for messages, trace_files, running in chat.respond(
-            session, message, the_choice, client=client, hf_token=hf_token
+            session, message, the_choice, client=client, hf_token=hf_token, review=bool(review)
         ):
             conv = chat.conversations.find(session)
             if conv is None:  # refused a conversation (the table is full): the message says why
@@ -261,6 +266,10 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
     def shown(key: str) -> tuple[list[dict[str, Any]], list[str]]:
         conv = chat.conversation(key)
         return publisher.messages(conv, conv.display), [publisher.file(conv, t) for t in conv.traces]
+
+    def published(key: str, messages: list[dict[str, Any]], trace_files: list[str]):
+        conv = chat.conversation(key)
+        return publisher.messages(conv, messages), [publisher.file(conv, t) for t in trace_files]
 
     def listing(store: Any) -> Any:
         """This browser's conversations, the open one selected (none yet: a prompt to pick one)."""
@@ -360,30 +369,43 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
     quiet = {"api_visibility": "private", "show_progress": "hidden"}
     # Stop shows first, then the request runs (two listeners on one trigger would run in turn).
     started = page.box.submit(lambda: gr.Button(visible=True), None, page.stop, queue=False, **quiet)
+    show_stop = (lambda: gr.Button(visible=True), None, page.stop)
+    finish = (after_run, [page.conv_key, page.store], [page.box, page.stop, page.store, page.earlier])
+    plan_controls = review_panel.Wiring(
+        gr, page.review, chat, session_of=conversation_key, conv_key=page.conv_key,
+        choice_inputs=inputs, choice=choice, show=published,
+        run_outputs=[page.chatbot, page.traces, page.box], before_run=show_stop, after_run=finish,
+    )  # fmt: skip
+    plan_controls.wire()
+    refresh = (plan_controls.refresh, [page.conv_key], plan_controls.state_outputs)
     run = started.then(
         # Gradio asks for sign-in routes only when a handler takes a token: off a Space they need a login.
         respond_signed_in if chat.settings.uses_oauth else respond,
-        [page.box, page.conv_key, *inputs],
+        [page.box, page.conv_key, *inputs, page.review.toggle],
         [page.chatbot, page.traces, page.box],
         api_name="chat",
         api_visibility="undocumented",  # callable by gradio_client, but not an MCP tool
         concurrency_limit=concurrency,
         show_progress="hidden",
     )
-    run.then(after_run, [page.conv_key, page.store], [page.box, page.stop, page.store, page.earlier], **quiet)
+    run.then(*finish, **quiet).then(*refresh, **quiet)
     page.stop.click(
         on_stop, [page.conv_key], None, queue=False, api_name="stop", api_visibility="undocumented"
     )
     switched = [page.conv_key, page.chatbot, page.traces, page.store, page.earlier, page.stop]
-    page.new.click(on_new, [page.conv_key, page.store], switched, cancels=[run], **quiet)
-    page.earlier.input(on_pick, [page.earlier, page.conv_key, page.store], switched, cancels=[run], **quiet)
+    page.new.click(on_new, [page.conv_key, page.store], switched, cancels=[run], **quiet).then(
+        *refresh, **quiet
+    )
+    page.earlier.input(
+        on_pick, [page.earlier, page.conv_key, page.store], switched, cancels=[run], **quiet
+    ).then(*refresh, **quiet)
     page.chatbot.clear(
         on_clear,
         [page.conv_key],
         [page.conv_key, page.chatbot, page.traces],
         api_name="new_conversation",
         api_visibility="undocumented",
-    ).then(tidy, [page.conv_key, page.store], [page.store, page.earlier], **quiet)
+    ).then(tidy, [page.conv_key, page.store], [page.store, page.earlier], **quiet).then(*refresh, **quiet)
     for field in (page.base_url, page.model, page.key):  # typed fields: on leaving them, not on every key
         gr.on([field.blur, field.submit], show_status, inputs, status_outputs, **quiet)
     for field in (page.mode, page.top_k):
@@ -404,7 +426,7 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
             page.keep_key,
         ],  # fmt: skip
         **quiet,
-    ).then(show_status, inputs, status_outputs, **quiet)
+    ).then(show_status, inputs, status_outputs, **quiet).then(*refresh, **quiet)
     demo.unload(on_unload)
     # While the runtime warms up, the status line follows it; the timer stops once it is ready.
     warming = gr.Timer(2.0, active=chat.backends.warm_state not in ("", "ready"))

@@ -120,10 +120,7 @@ class Pipeline:
         )
 
     def check_plan(self, plan: Plan, workspace: Workspace) -> list[str]:
-        """The validator's problems with a plan in this workspace (planfile.problems_by_task groups
-        them by task); empty when it may run."""
-        rules = FileRules(uploads=frozenset(workspace.files()), allow_urls=self.settings.allow_urls)
-        return validate_plan(plan, rules)
+        return check_plan(plan, workspace, self.settings)
 
     def _start(
         self,
@@ -136,3 +133,10 @@ class Pipeline:
     ) -> Iterator[Event]:
         run = RequestRun(self, request, workspace, list(history), cancelled or threading.Event(), mode)
         yield from run.events(files)
+
+
+def check_plan(plan: Plan, workspace: Workspace, settings: Settings) -> list[str]:
+    """The validator's problems with a plan in this workspace (planfile.problems_by_task groups
+    them by task); empty when it may run."""
+    rules = FileRules(uploads=frozenset(workspace.files()), allow_urls=settings.allow_urls)
+    return validate_plan(plan, rules)

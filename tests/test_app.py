@@ -78,6 +78,7 @@ def send(client, text, files=(), **choice):
         choice.get("key", ""),
         choice.get("mode", "local"),
         5,
+        choice.get("review", False),
     )
     started, plan_seconds, updates = time.perf_counter(), None, []
     job = client.submit(*args, api_name="/chat")
@@ -279,6 +280,7 @@ def test_stop_ends_a_running_request_at_once(fake_app, tmp_path):
             "",
             "local",
             5,
+            False,
             api_name="/chat",
         )
         deadline = time.time() + 10
@@ -587,7 +589,14 @@ def test_two_visitors_on_trickling_llm_servers_do_not_slow_a_third(tmp_path):
             alone = min(timed_request() for _ in range(2))  # the first also warms the app up
             slow = [
                 Client(demo.local_url, verbose=False).submit(
-                    {"text": "hello", "files": []}, trickling.url, "m", "k", "local", 5, api_name="/chat"
+                    {"text": "hello", "files": []},
+                    trickling.url,
+                    "m",
+                    "k",
+                    "local",
+                    5,
+                    False,
+                    api_name="/chat",
                 )
                 for _ in range(2)
             ]

@@ -214,7 +214,7 @@ def test_every_door_shares_one_limit_on_requests_at_once(llm_server, tiny_catalo
 
         def by_chat():
             chat, _, _ = Client(demo.local_url, verbose=False).predict(
-                {"text": "[conv-chat] hello", "files": []}, "", "", "", "local", 5, api_name="/chat"
+                {"text": "[conv-chat] hello", "files": []}, "", "", "", "local", 5, False, api_name="/chat"
             )
             answers["chat"] = " ".join(p.get("text", "") for m in chat for p in m["content"])
 

@@ -12,21 +12,23 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
 from hugginggpt.endpoints import Endpoint
-from hugginggpt.events import Done, ErrorKind, Outcome
+from hugginggpt.events import Done, ErrorKind, Event, Outcome
 from hugginggpt.factory import build_catalog
 from hugginggpt.llm import LLM
 from hugginggpt.pipeline import Pipeline
+from hugginggpt.planfile import choices_as_ran
 
 from .backends import Backends
 from .conversations import Conversation, ConversationTable, TableFull
 from .render import RunView, user_message
+from .review_form import Draft, Origin
 from .session_settings import LLMChoice, merge_settings
 from .slots import RunSlots
 from .status import status_line
@@ -36,6 +38,10 @@ log = logging.getLogger(__name__)
 
 ENDED_EARLY = "Internal error: the request ended early."
 BUSY = "A request is still running in this conversation: wait for it, or press Stop."
+REVIEW_HINT = (
+    "Nothing has run yet. **Review the plan** below the chat: change an argument, a model, a "
+    "dependency or a seed, or delete a task; then press **Run plan**, or **Cancel**."
+)
 STOP_GRACE_SECONDS = 2.0  # after Stop, how long the run may take to wind down before the chat moves on
 
 CONFIGURE_HINT = (
@@ -145,8 +151,10 @@ class ChatApp:
         client: str = "",
         hf_token: str | None = None,
         poll: float = 0.05,
+        review: bool = False,
     ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
-        """Yields (chat messages, trace files, still running) as the request advances."""
+        """Yields (chat messages, trace files, still running) as the request advances. With `review`
+        the request is planned and its models chosen, then waits as `conv.pending` for the person."""
         try:
             conv = self.conversation(session, client)
         except TableFull as e:
@@ -177,31 +185,58 @@ class ChatApp:
             yield conv.display, conv.traces, False
             return
         try:
-            s = self.request_settings(choice)
-            pipeline = Pipeline(
-                llm=self.llm_for(s),
-                catalog=self.catalog,
-                endpoint=self.backends.endpoint_for(
-                    s.inference, contextvars.copy_context(), hf_token=hf_token
-                ),
-                settings=s,
-                cache=self.backends.cache,
-            )
+            pipeline = self.pipeline_for(choice, hf_token)
         except ValueError as e:
             conv.display += user + [_note(f"**Settings problem:** {e}")]
             yield conv.display, conv.traces, False
             return
+        history, paths = list(conv.history), [Path(f) for f in files]
+        start = pipeline.plan_only if review else pipeline.run
+        yield from self.stream_run(
+            conv,
+            session,
+            text,
+            user,
+            lambda cancel: start(
+                text, workspace=conv.workspace, files=paths, history=history, cancelled=cancel
+            ),
+            poll=poll,
+        )
 
+    def pipeline_for(self, choice: LLMChoice, hf_token: str | None = None) -> Pipeline:
+        """A pipeline with this session's settings; ValueError for a settings problem."""
+        s = self.request_settings(choice)
+        return Pipeline(
+            llm=self.llm_for(s),
+            catalog=self.catalog,
+            endpoint=self.backends.endpoint_for(s.inference, contextvars.copy_context(), hf_token=hf_token),
+            settings=s,
+            cache=self.backends.cache,
+        )
+
+    def stream_run(
+        self,
+        conv: Conversation,
+        session: str,
+        text: str,
+        user: list[dict[str, Any]],
+        start: Callable[[threading.Event], Iterator[Event]],
+        *,
+        poll: float = 0.05,
+    ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
+        """Runs `start(cancel)` (a Pipeline method's events) in a thread and yields the chat as it
+        advances: `user` (the person's bubble), then the run's boxes, media and answer."""
         cancel = threading.Event()
         if not self.conversations.claim(conv, cancel):  # one request at a time, also for API clients
             yield conv.display + [_note(BUSY)], conv.traces, True
             return
+        conv.pending = None  # a new run replaces a plan under review
         conv.display += user
         view = RunView(f"r{conv.requests}")
         events: queue.Queue = queue.Queue()
         worker = threading.Thread(
             target=_drive,
-            args=(pipeline, text, conv, [Path(f) for f in files], cancel, events, self.slots),
+            args=(start, conv, cancel, events, self.slots),
             name=f"hugginggpt-{session[:8]}",
             daemon=True,
         )
@@ -215,9 +250,7 @@ class ChatApp:
                 except queue.Empty:
                     if cancel.is_set():
                         stop_deadline = stop_deadline or time.monotonic() + STOP_GRACE_SECONDS
-                        if (
-                            time.monotonic() > stop_deadline
-                        ):  # a blocking call (the LLM) is still out: move on
+                        if time.monotonic() > stop_deadline:  # a blocking call (the LLM) is still out
                             view.feed(Done(Outcome.CANCELLED))
                             break
                     continue
@@ -248,6 +281,8 @@ class ChatApp:
         assert done is not None
         if done.incomplete:
             view.note(f"*The answer above is incomplete: {done.incomplete}.*")
+        if done.outcome is Outcome.PLANNED:
+            view.note(REVIEW_HINT)
         if done.outcome is Outcome.CANCELLED:
             view.note("Stopped." + (" The partial answer above was kept." if done.answer else ""))
         elif done.error:
@@ -256,15 +291,20 @@ class ChatApp:
         if done.trace_file:
             conv.traces = [*conv.traces, str(done.trace_file)]
         conv.display += view.messages
+        request_id = done.trace.get("request_id")
+        if done.outcome is Outcome.PLANNED and done.plan is not None:
+            conv.pending = Draft(text, done.plan, dict(done.choices), Origin.PLANNED, request_id)
+            return  # the request is answered when its plan runs
+        if done.plan is not None and done.plan.tasks:  # its plan can be edited and run again
+            ran = choices_as_ran(done.choices, done.records, self.catalog)
+            conv.last_run = Draft(text, done.plan, ran, Origin.RAN, request_id)
         conv.history += [{"role": "user", "content": text}]
         conv.history += [{"role": "assistant", "content": done.answer or f"(no answer: {done.error})"}]
 
 
 def _drive(
-    pipeline: Pipeline,
-    text: str,
+    start: Callable[[threading.Event], Iterator[Event]],
     conv: Conversation,
-    files: list[Path],
     cancel: threading.Event,
     events: queue.Queue,
     slots: RunSlots,
@@ -273,9 +313,7 @@ def _drive(
     if not slots.acquire(cancel, refuse_when_busy=False):  # busy with API calls: waits its turn
         events.put(Done(Outcome.CANCELLED))
         return
-    run = pipeline.run(
-        text, workspace=conv.workspace, files=files, history=list(conv.history), cancelled=cancel
-    )
+    run = start(cancel)
     try:
         for event in run:
             events.put(event)

@@ -19,6 +19,8 @@ from typing import Any
 from hugginggpt.llm import Message
 from hugginggpt.workspace import Workspace
 
+from .review_form import Draft
+
 
 class TableFull(RuntimeError):
     """No room for another conversation now; the message says so in the visitor's words."""
@@ -38,6 +40,8 @@ class Conversation:
     copies: dict[Path, Path] = field(default_factory=dict)  # workspace file -> its served copy
     ended: bool = False
     left_at: float | None = None  # when its page went away (a reload within the grace comes back)
+    pending: Draft | None = None  # a plan waiting for the person to review it (webui.review_form)
+    last_run: Draft | None = None  # the plan of the last run, to edit and run again
 
     def remove(self) -> None:
         """Stop its run and delete its files: the workspace and every copy served to the page."""

@@ -302,6 +302,8 @@ class RunView:
         leftover = "stopped" if done.outcome is Outcome.CANCELLED else "not finished"
         tasks = self.plan.by_id() if self.plan else {}
         for i in list(self._tasks):
+            if done.outcome is Outcome.PLANNED:  # nothing ran yet: the tasks wait for the person
+                continue
             if self.states.get(i) in ("waiting", "running"):
                 new = by_record.get(i, leftover)
                 self._set_state(i, tasks[i].task, new if new != "pending" else leftover)
@@ -337,6 +339,8 @@ class RunView:
             return f"{state_badge('stopped')} after {seconds} · {counts.get('done', 0)} of {n} tasks done"
         if self.plan is None:
             return f"{state_badge('failed')} · {seconds}"
+        if done.outcome is Outcome.PLANNED:
+            return f"Plan ready for review · {n} task{'s' if n != 1 else ''} · {seconds}"
         if not n:
             return f"Answered without models · {seconds}"
         models = len({m for i, m in self.models.items() if self.states.get(i) == "done"})

@@ -1,0 +1,154 @@
+"""The plan under the person's control in the app, below the page: review before running, edit and
+run again from the cache, regenerate with a new seed, run a downloaded trace again. The real chat
+logic against the fake LLM server and a counting fake endpoint (the browser test drives the page)."""
+
+import json
+
+import pytest
+from app_support import app_settings, photo
+from fakes.endpoints import FakeEndpoint, cards
+
+from hugginggpt.catalog import Catalog
+from webui import review_chat
+from webui.chat import ChatApp, LLMChoice
+from webui.review_form import field_names
+from webui.review_panel import state_of
+
+CATALOG = Catalog(
+    cards(
+        ("org/captioner-a", "image-to-text", 9),
+        ("org/captioner-b", "image-to-text", 5),
+        ("org/painter", "text-to-image", 3),
+        ("org/speaker", "text-to-speech", 2),
+    )
+)
+
+
+@pytest.fixture
+def chat(llm_server, tmp_path):
+    return ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=CATALOG, endpoint=FakeEndpoint())
+
+
+def fake(chat: ChatApp) -> FakeEndpoint:
+    return chat.backends.endpoint  # the FakeEndpoint the app was given
+
+
+def last(updates):
+    *_, end = updates
+    return end
+
+
+def values(form, **changed):
+    """The form's values as shown, with `changed` ({"1:arg:text": "..."}) typed over them."""
+    out = []
+    for task_id, name in field_names(form):
+        task = next(t for t in form["tasks"] if t["id"] == task_id)
+        shown = task["args"][name[4:]] if name.startswith("arg:") else task[name]
+        out.append(changed.get(f"{task_id}:{name}", shown))
+    return out
+
+
+def plan_for_review(chat, tmp_path, tag="review"):
+    messages, _, running = last(
+        chat.respond(
+            "s1",
+            {"text": f"[conv-{tag}] caption", "files": [str(photo(tmp_path / "a.png"))]},
+            LLMChoice(),
+            review=True,
+        )
+    )
+    return messages, running, review_chat.pending_form(chat, "s1")
+
+
+def test_review_plans_and_waits_then_runs_the_edited_plan(chat, llm_server, tmp_path):
+    endpoint = fake(chat)
+    messages, running, form = plan_for_review(chat, tmp_path)
+    assert not running and endpoint.calls == []  # nothing ran: the plan waits
+    assert "Review the plan" in messages[-1]["content"]
+    assert [t["task"] for t in form["tasks"]] == ["image-to-text", "text-to-image", "text-to-speech"]
+    assert form["tasks"][0]["candidates"] == ["org/captioner-a", "org/captioner-b"]
+    assert form["tasks"][1]["seed"].isdigit() and form["tasks"][1]["dep"] == "0"
+    assert chat.conversation("s1").history == []  # answered only once it runs
+    asked = len(llm_server.requests)
+
+    edited = values(form, **{"1:arg:text": "a red boat at sea", "0:model": "org/captioner-b"})
+    *_, (messages, _, running, shown) = review_chat.run_reviewed(chat, "s1", form, edited, LLMChoice())
+    assert shown is None and not running
+    assert sorted((task, model) for task, model, _ in endpoint.calls) == [
+        ("image-to-text", "org/captioner-b"),
+        ("text-to-image", "org/painter"),
+        ("text-to-speech", "org/speaker"),
+    ]
+    assert next(c[2]["text"] for c in endpoint.calls if c[0] == "text-to-image") == "a red boat at sea"
+    assert [r["stage"] for r in llm_server.requests[asked:]] == ["respond"]  # no planning, no selection
+    bubble = next(m for m in reversed(messages) if m["role"] == "user")["content"]
+    assert bubble == "▶ Run the plan (task 0: model changed; task 1: arguments changed)"
+    assert messages[-1]["content"].startswith("Answer for conv-review")
+    assert chat.conversation("s1").pending is None and len(chat.conversation("s1").history) == 2
+
+
+def test_problems_come_back_beside_their_task_and_nothing_runs(chat, tmp_path):
+    endpoint = fake(chat)
+    _, _, form = plan_for_review(chat, tmp_path)
+    bad_dep = values(form, **{"2:dep": "zero"})
+    *_, (_, _, _, shown) = review_chat.run_reviewed(chat, "s1", form, bad_dep, LLMChoice())
+    assert shown["tasks"][2]["problems"] == [
+        "dependencies are task numbers separated by commas (or none), not 'zero'"
+    ]
+    assert shown["tasks"][2]["dep"] == "zero" and not shown["tasks"][0]["problems"]  # as typed
+    missing_file = values(form, **{"0:arg:image": "nothere.png", "0:delete": False})
+    *_, (_, _, _, shown) = review_chat.run_reviewed(chat, "s1", form, missing_file, LLMChoice())
+    assert any("nothere.png" in p for p in shown["tasks"][0]["problems"]), shown
+    deleted = values(form, **{"0:delete": True})
+    *_, (_, _, _, shown) = review_chat.run_reviewed(chat, "s1", form, deleted, LLMChoice())
+    assert shown["tasks"][1]["problems"] and shown["tasks"][2]["problems"]  # they use task 0's output
+    assert endpoint.calls == [] and chat.conversation("s1").pending is not None
+
+
+def test_cancel_drops_the_plan(chat, tmp_path):
+    plan_for_review(chat, tmp_path)
+    messages = review_chat.cancel_review(chat, "s1")
+    assert messages[-1]["content"] == "The plan was cancelled; nothing ran."
+    assert review_chat.pending_form(chat, "s1") is None and fake(chat).calls == []
+
+
+def test_edit_after_a_run_runs_only_the_edited_task_and_its_dependants(chat, tmp_path):
+    endpoint = fake(chat)
+    last(
+        chat.respond(
+            "s1", {"text": "[conv-e] caption", "files": [str(photo(tmp_path / "a.png"))]}, LLMChoice()
+        )
+    )
+    assert len(endpoint.calls) == 3
+    form, regenerable, can_edit = state_of(chat, "s1")
+    assert form is None and can_edit and regenerable == [(1, "text-to-image"), (2, "text-to-speech")]
+    form = review_chat.edit_last_run(chat, "s1")
+    edited = values(form, **{"1:arg:text": "a lighthouse"})
+    *_, (messages, _, _, _) = review_chat.run_reviewed(chat, "s1", form, edited, LLMChoice())
+    assert [c[0] for c in endpoint.calls[3:]] == ["text-to-image"]  # the caption and the voice: cached
+    assert messages[-1]["content"].startswith("Answer for conv-e")
+
+    *_, (messages, traces, _, _) = review_chat.regenerate(chat, "s1", 2, LLMChoice())
+    assert [c[0] for c in endpoint.calls[4:]] == ["text-to-speech"]
+    trace = json.loads(open(traces[-1]).read())
+    assert trace["ran_from"] and trace["choices"]["2"]["seed"] != trace["choices"]["1"]["seed"]
+
+
+def test_a_downloaded_trace_runs_again_every_task_with_its_seeds(chat, tmp_path):
+    endpoint = fake(chat)
+    *_, (_, traces, _) = chat.respond(
+        "s1", {"text": "[conv-t] caption", "files": [str(photo(tmp_path / "a.png"))]}, LLMChoice()
+    )
+    recorded = json.loads(open(traces[-1]).read())
+    form, problem = review_chat.open_trace(chat, "s1", traces[-1])
+    assert not problem and form["origin"] == "trace"
+    assert form["tasks"][1]["seed"] == str(recorded["choices"]["1"]["seed"])
+    *_, (messages, _, _, _) = review_chat.run_reviewed(chat, "s1", form, values(form), LLMChoice())
+    assert len(endpoint.calls) == 6  # no cache: every task again
+    assert next(m for m in reversed(messages) if m["role"] == "user")["content"] == "▶ Run the trace's plan"
+
+    not_a_trace = tmp_path / "notes.json"
+    not_a_trace.write_text('{"hello": 1}')
+    form, problem = review_chat.open_trace(chat, "s1", not_a_trace)
+    assert form is None and problem.startswith("That file is not a trace this app can run again")
+    assert str(tmp_path) not in problem  # no server path shown

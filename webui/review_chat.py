@@ -1,0 +1,161 @@
+"""The person in control of the plan, in the chat: review a plan before it runs, edit the last run's
+plan and run it again (unchanged tasks come from the result cache), give a task a new seed, and run
+a downloaded trace's plan again.
+
+A plan waits on the conversation (`conv.pending`, a review_form.Draft) until it runs or is cancelled;
+the page shows it as a form (review_form.form_for) and sends the form's values back here.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from hugginggpt.pipeline import check_plan
+from hugginggpt.planfile import Edit, PlanFileError, apply_edits
+from hugginggpt.replay import plan_from_trace, read_trace
+from hugginggpt.seeds import MAX_SEED
+
+from .chat import BUSY, ChatApp, _note
+from .render import user_message
+from .review_form import Draft, Origin, describe_changes, form_for, read_back
+from .session_settings import LLMChoice
+
+MAX_TRACE_BYTES = 5_000_000  # a trace holds text outputs up to the trace limits; far below this
+Update = tuple[list[dict[str, Any]], list[str], bool, dict[str, Any] | None]  # chat, traces, running, form
+
+
+def pending_form(chat: ChatApp, session: str) -> dict[str, Any] | None:
+    """The form of the plan waiting for review in this conversation, if one is."""
+    conv = chat.conversations.find(session)
+    return form_for(conv.pending) if conv is not None and conv.pending is not None else None
+
+
+def edit_last_run(chat: ChatApp, session: str) -> dict[str, Any] | None:
+    """The last run's plan (with the models that ran it), to edit and run again."""
+    conv = chat.conversations.find(session)
+    if conv is None or conv.last_run is None or conv.cancel is not None:
+        return None
+    conv.pending = conv.last_run
+    return form_for(
+        conv.pending, notice="Edit any task: only what changed, and what depends on it, runs again."
+    )
+
+
+def open_trace(chat: ChatApp, session: str, path: str | Path) -> tuple[dict[str, Any] | None, str]:
+    """A downloaded trace's plan, its models and seeds, for review; or why the file cannot be used."""
+    conv = chat.conversation(session)
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_TRACE_BYTES:
+            raise ValueError(f"it is larger than {MAX_TRACE_BYTES // 1_000_000} MB")
+        trace = read_trace(path)
+        given = plan_from_trace(trace, chat.catalog)
+    except (OSError, ValueError) as e:  # PlanFileError is a ValueError
+        return None, f"That file is not a trace this app can run again: {_why(e, path)}"
+    if not given.plan.tasks:
+        return None, "That trace's plan has no task: there is nothing to run again."
+    of = trace.get("request_id") if isinstance(trace.get("request_id"), str) else None
+    conv.pending = Draft(given.request or "", given.plan, given.choices, Origin.TRACE, of)
+    notice = "Every task runs again with the trace's models and seeds."
+    if not given.request:
+        notice += " The trace has no request text, so the answer is written without it."
+    return form_for(conv.pending, notice=notice), ""
+
+
+def cancel_review(chat: ChatApp, session: str) -> list[dict[str, Any]]:
+    conv = chat.conversation(session)
+    if conv.pending is not None and conv.cancel is None:
+        conv.pending = None
+        conv.display += [_note("The plan was cancelled; nothing ran.")]
+    return conv.display
+
+
+def run_reviewed(
+    chat: ChatApp,
+    session: str,
+    form: dict[str, Any],
+    values: Sequence[Any],
+    choice: LLMChoice,
+    *,
+    hf_token: str | None = None,
+    poll: float = 0.05,
+) -> Iterator[Update]:
+    """Runs the plan under review as the form's values leave it; when the validator finds problems
+    nothing runs and the form comes back with each problem beside its task."""
+    conv = chat.conversation(session)
+    draft = conv.pending
+    if draft is None:  # run or cancelled meanwhile (another tab of this conversation)
+        yield conv.display, conv.traces, False, None
+        return
+    if conv.cancel is not None:
+        yield conv.display + [_note(BUSY)], conv.traces, True, form
+        return
+    reviewed = read_back(
+        draft, form, values, chat.catalog, lambda plan: check_plan(plan, conv.workspace, chat.settings)
+    )
+    if reviewed.plan is None:
+        yield conv.display, conv.traces, False, reviewed.form
+        return
+    label = describe_changes(draft, reviewed.plan, reviewed.choices)
+    yield from _run(chat, session, draft, reviewed.plan, reviewed.choices, label, choice, hf_token, poll)
+
+
+def regenerate(
+    chat: ChatApp,
+    session: str,
+    task_id: int,
+    choice: LLMChoice,
+    *,
+    hf_token: str | None = None,
+    poll: float = 0.05,
+) -> Iterator[Update]:
+    """The last run again with a new seed for one task: it and what depends on it run, the rest
+    comes from the cache, and the answer is written anew."""
+    conv = chat.conversation(session)
+    draft = conv.last_run
+    if draft is None or conv.cancel is not None:
+        yield conv.display + ([_note(BUSY)] if conv.cancel is not None else []), conv.traces, False, None
+        return
+    seed = secrets.randbelow(MAX_SEED + 1)
+    try:
+        plan, choices = apply_edits(draft.plan, draft.choices, {task_id: Edit(seed=seed)}, chat.catalog)
+    except PlanFileError as e:
+        yield conv.display + [_note(f"Cannot regenerate: {e}")], conv.traces, False, None
+        return
+    label = f"Regenerate task {task_id} with a new seed ({seed})"
+    yield from _run(chat, session, draft, plan, choices, label, choice, hf_token, poll)
+
+
+def _run(chat, session, draft: Draft, plan, choices, label: str, choice, hf_token, poll) -> Iterator[Update]:
+    conv = chat.conversation(session)
+    try:
+        pipeline = chat.pipeline_for(choice, hf_token)
+    except ValueError as e:
+        yield conv.display + [_note(f"**Settings problem:** {e}")], conv.traces, False, None
+        return
+    conv.requests += 1
+    history = list(conv.history)
+    header = {f"{draft.origin}_from": draft.of} if draft.of else {}
+
+    def start(cancel):
+        return pipeline.run_plan(
+            draft.request,
+            plan,
+            choices,
+            workspace=conv.workspace,
+            history=history,
+            cancelled=cancel,
+            use_cache=draft.origin is not Origin.TRACE,  # a trace's plan runs every task, as replay does
+            header=header,
+        )
+
+    user = [user_message(f"▶ {label}", [])]
+    for messages, traces, running in chat.stream_run(conv, session, draft.request, user, start, poll=poll):
+        yield messages, traces, running, None
+
+
+def _why(error: Exception, path: Path) -> str:
+    return str(error).replace(str(path), path.name)

@@ -1,0 +1,240 @@
+"""The page's plan controls under the chat: the review form (drawn anew by gr.render whenever the
+form state changes), a "regenerate" button per generated image, clip or video of the last run, the
+"edit the last plan" button and the "run a trace again" upload. webui.review_chat does the work.
+"""
+
+# No `from __future__ import annotations`: Gradio finds the gr.Request parameters by their annotation.
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hugginggpt.seeds import samples
+
+from . import review_chat
+from .chat import ChatApp
+
+QUIET = {"api_visibility": "private", "show_progress": "hidden"}
+# Tasks whose output is an image, a clip or a video made from a seed: they get a regenerate button.
+_TEXT_ONLY = frozenset({"text-generation", "conversational"})
+
+
+@dataclass
+class ReviewControls:
+    toggle: Any  # gr.Checkbox: plan, then wait for the person
+    form: Any  # gr.State: the form of the plan under review (review_form.form_for), None when none
+    regenerable: Any  # gr.State: [(task id, task type)] of the last run's generated media
+    edit_last: Any  # gr.Button
+    trace: Any  # gr.UploadButton
+    area: Any  # gr.Column where the form and the buttons are drawn
+
+
+def layout(gr: Any, review_default: bool) -> ReviewControls:
+    with gr.Row(elem_id="plan-controls"):
+        toggle = gr.Checkbox(
+            label="Review the plan before it runs",
+            value=review_default,
+            scale=0,
+            min_width=260,
+            elem_id="review-toggle",
+        )
+        edit_last = gr.Button(
+            "Edit the last plan and run again", size="sm", scale=0, visible=False, elem_id="edit-last"
+        )
+        trace = gr.UploadButton(
+            "Run a trace again…", file_types=[".json"], size="sm", scale=0, elem_id="run-trace"
+        )
+    area = gr.Column(elem_id="review-area")
+    return ReviewControls(toggle, gr.State(None), gr.State([]), edit_last, trace, area)
+
+
+def state_of(chat: ChatApp, session: str) -> tuple[Any, list[tuple[int, str]], bool]:
+    """For the page after anything changed: the pending plan's form, the regenerable tasks of the
+    last run, and whether there is a last plan to edit."""
+    conv = chat.conversations.find(session)
+    if conv is None:
+        return None, [], False
+    last = conv.last_run
+    regenerable = []
+    if last is not None and conv.pending is None:
+        regenerable = [
+            (t.id, t.task)
+            for t in last.plan.tasks
+            if samples(t.task) and t.task not in _TEXT_ONLY and last.choices.get(t.id) is not None
+        ]
+    return review_chat.pending_form(chat, session), regenerable, last is not None and conv.pending is None
+
+
+class Wiring:
+    """Wires the controls. `show(session, messages, traces)` publishes a chat update (the chatbot's
+    and the traces' values); `run_outputs` are [chatbot, traces, box]; `before_run`/`after_run` are
+    the app's own steps around a run (the Stop button, the browser's list of conversations)."""
+
+    def __init__(
+        self,
+        gr: Any,
+        controls: ReviewControls,
+        chat: ChatApp,
+        *,
+        session_of: Callable[[str, Any], str],
+        conv_key: Any,
+        choice_inputs: list[Any],
+        choice: Callable[..., Any],
+        show: Callable[[str, list[dict[str, Any]], list[str]], tuple[Any, Any]],
+        run_outputs: list[Any],
+        before_run: tuple[Callable[..., Any], list[Any], list[Any]],
+        after_run: tuple[Callable[..., Any], list[Any], list[Any]],
+    ):
+        self.gr, self.controls, self.chat = gr, controls, chat
+        self.session_of, self.conv_key, self.choice_inputs, self.choice = (
+            session_of,
+            conv_key,
+            choice_inputs,
+            choice,
+        )
+        self.show, self.run_outputs, self.before_run, self.after_run = (
+            show,
+            run_outputs,
+            before_run,
+            after_run,
+        )
+        self.state_outputs = [controls.form, controls.regenerable, controls.edit_last]
+        self.refresh = self._refresh_fn()
+
+    def wire(self) -> None:
+        gr, controls = self.gr, self.controls
+        controls.edit_last.click(self._on_edit_last(), [self.conv_key], self.state_outputs, **QUIET)
+        controls.trace.upload(self._on_trace(), [controls.trace, self.conv_key], self.state_outputs, **QUIET)
+        with controls.area:
+
+            @gr.render(inputs=[controls.form, controls.regenerable])
+            def draw(form: Any, regenerable: list[Any]):
+                if form:
+                    self._draw_form(form)
+                elif regenerable:
+                    self._draw_regenerate(regenerable)
+
+    # ---- handlers (made here so that Gradio sees their gr.Request annotation) ---------------------
+
+    def _refresh_fn(self):
+        gr, chat, session_of = self.gr, self.chat, self.session_of
+
+        def refresh(key: str, request: gr.Request):
+            form, regenerable, can_edit = state_of(chat, session_of(key, request))
+            return form, regenerable, gr.Button(visible=can_edit)
+
+        return refresh
+
+    def _on_edit_last(self):
+        gr, chat, session_of = self.gr, self.chat, self.session_of
+
+        def on_edit_last(key: str, request: gr.Request):
+            form = review_chat.edit_last_run(chat, session_of(key, request))
+            return form, [], gr.Button(visible=form is None)
+
+        return on_edit_last
+
+    def _on_trace(self):
+        gr, chat, session_of = self.gr, self.chat, self.session_of
+
+        def on_trace(path: str, key: str, request: gr.Request):
+            form, problem = review_chat.open_trace(chat, session_of(key, request), path)
+            if problem:
+                gr.Warning(problem)
+                return gr.skip(), gr.skip(), gr.skip()
+            return form, [], gr.Button(visible=False)
+
+        return on_trace
+
+    def _streamed(self, session: str, updates):
+        for messages, traces, running, form in updates:
+            chatbot, files = self.show(session, messages, traces)
+            yield chatbot, files, self.gr.MultimodalTextbox(interactive=not running), form
+
+    def _chained(self, trigger, fn, inputs) -> None:
+        """A run from a button: Stop shows, the run streams into the chat, then the app's and the
+        controls' state follow."""
+        started = trigger(*self.before_run, queue=False, **QUIET)
+        ran = started.then(fn, inputs, [*self.run_outputs, self.controls.form], **QUIET)
+        ran.then(*self.after_run, **QUIET).then(self.refresh, [self.conv_key], self.state_outputs, **QUIET)
+
+    # ---- drawn by gr.render ------------------------------------------------------------------------
+
+    def _draw_regenerate(self, regenerable: list[Any]) -> None:
+        gr, chat, session_of, choice = self.gr, self.chat, self.session_of, self.choice
+        with gr.Row(elem_id="regenerate"):
+            for task_id, task in regenerable:
+                button = gr.Button(
+                    f"↻ Regenerate task {task_id} ({task})",
+                    size="sm",
+                    scale=0,
+                    elem_id=f"regenerate-{task_id}",
+                )
+
+                def regenerate(key: str, *choice_values: Any, request: gr.Request, task_id: int = task_id):
+                    session = session_of(key, request)
+                    updates = review_chat.regenerate(chat, session, task_id, choice(*choice_values))
+                    yield from self._streamed(session, updates)
+
+                self._chained(button.click, regenerate, [self.conv_key, *self.choice_inputs])
+
+    def _draw_form(self, form: dict[str, Any]) -> None:
+        gr, chat, session_of, choice = self.gr, self.chat, self.session_of, self.choice
+        fields: list[Any] = []
+        with gr.Group(elem_id="review-form"):
+            gr.Markdown("### Review the plan" + (f"\n{form['notice']}" if form.get("notice") else ""))
+            if form.get("problems"):
+                gr.Markdown(
+                    _problems(form["problems"]), elem_classes="field-problem", elem_id="review-problems"
+                )
+            for t in form["tasks"]:
+                fields += _task_fields(gr, t)
+            with gr.Row():
+                run = gr.Button("Run plan", variant="primary", scale=0, elem_id="review-run")
+                cancel = gr.Button("Cancel", scale=0, elem_id="review-cancel")
+        n_choice = len(self.choice_inputs)
+
+        def on_run(shown: Any, key: str, *values: Any, request: gr.Request):
+            session = session_of(key, request)
+            reviewed = review_chat.run_reviewed(
+                chat, session, shown, values[n_choice:], choice(*values[:n_choice])
+            )
+            yield from self._streamed(session, reviewed)
+
+        def on_cancel(key: str, request: gr.Request):
+            session = session_of(key, request)
+            messages = review_chat.cancel_review(chat, session)
+            conv = chat.conversations.find(session)
+            return None, self.show(session, messages, conv.traces if conv else [])[0]
+
+        self._chained(run.click, on_run, [self.controls.form, self.conv_key, *self.choice_inputs, *fields])
+        cancel.click(on_cancel, [self.conv_key], [self.controls.form, self.run_outputs[0]], **QUIET).then(
+            self.refresh, [self.conv_key], self.state_outputs, **QUIET
+        )
+
+
+def _task_fields(gr: Any, t: dict[str, Any]) -> list[Any]:
+    """One task's fields in review_form.field_names order, its problems under them."""
+    i = t["id"]
+    gr.Markdown(f"**Task {i} · {t['task']}**", elem_id=f"review-task-{i}")
+    with gr.Row():
+        fields = [
+            gr.Dropdown(
+                choices=t["candidates"],
+                value=t["model"] or None,
+                allow_custom_value=True,
+                label="Model",
+                elem_id=f"review-model-{i}",
+            ),
+            gr.Textbox(t["dep"], label="Runs after tasks", elem_id=f"review-dep-{i}"),
+            gr.Textbox(t["seed"], label="Seed", visible=bool(t["seed"]), elem_id=f"review-seed-{i}"),
+            gr.Checkbox(t["delete"], label="Delete this task", elem_id=f"review-delete-{i}"),
+        ]
+    for name, value in t["args"].items():
+        fields.append(gr.Textbox(value, label=name, lines=1, max_lines=6, elem_id=f"review-arg-{i}-{name}"))
+    if t["problems"]:
+        gr.Markdown(_problems(t["problems"]), elem_classes="field-problem", elem_id=f"review-problems-{i}")
+    return fields
+
+
+def _problems(problems: list[str]) -> str:
+    return "\n".join(f"- {p}" for p in problems)
