@@ -42,6 +42,7 @@ SLOW_MODULES = {
     "test_app",
     "test_browser",
     "test_browser_privacy",
+    "test_browser_review",
     "test_cli",
     "test_cli_plan",
     "test_mcp",

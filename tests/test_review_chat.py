@@ -72,8 +72,8 @@ def test_review_plans_and_waits_then_runs_the_edited_plan(chat, llm_server, tmp_
     asked = len(llm_server.requests)
 
     edited = values(form, **{"1:arg:text": "a red boat at sea", "0:model": "org/captioner-b"})
-    *_, (messages, _, running, shown) = review_chat.run_reviewed(chat, "s1", form, edited, LLMChoice())
-    assert shown is None and not running
+    *_, (messages, _, running) = review_chat.run_reviewed(chat, "s1", form, edited, LLMChoice())
+    assert not running and review_chat.pending_form(chat, "s1") is None
     assert sorted((task, model) for task, model, _ in endpoint.calls) == [
         ("image-to-text", "org/captioner-b"),
         ("text-to-image", "org/painter"),
@@ -91,16 +91,19 @@ def test_problems_come_back_beside_their_task_and_nothing_runs(chat, tmp_path):
     endpoint = fake(chat)
     _, _, form = plan_for_review(chat, tmp_path)
     bad_dep = values(form, **{"2:dep": "zero"})
-    *_, (_, _, _, shown) = review_chat.run_reviewed(chat, "s1", form, bad_dep, LLMChoice())
+    last(review_chat.run_reviewed(chat, "s1", form, bad_dep, LLMChoice()))
+    shown = review_chat.pending_form(chat, "s1")
     assert shown["tasks"][2]["problems"] == [
         "dependencies are task numbers separated by commas (or none), not 'zero'"
     ]
     assert shown["tasks"][2]["dep"] == "zero" and not shown["tasks"][0]["problems"]  # as typed
     missing_file = values(form, **{"0:arg:image": "nothere.png", "0:delete": False})
-    *_, (_, _, _, shown) = review_chat.run_reviewed(chat, "s1", form, missing_file, LLMChoice())
+    last(review_chat.run_reviewed(chat, "s1", form, missing_file, LLMChoice()))
+    shown = review_chat.pending_form(chat, "s1")
     assert any("nothere.png" in p for p in shown["tasks"][0]["problems"]), shown
     deleted = values(form, **{"0:delete": True})
-    *_, (_, _, _, shown) = review_chat.run_reviewed(chat, "s1", form, deleted, LLMChoice())
+    last(review_chat.run_reviewed(chat, "s1", form, deleted, LLMChoice()))
+    shown = review_chat.pending_form(chat, "s1")
     assert shown["tasks"][1]["problems"] and shown["tasks"][2]["problems"]  # they use task 0's output
     assert endpoint.calls == [] and chat.conversation("s1").pending is not None
 
@@ -124,11 +127,13 @@ def test_edit_after_a_run_runs_only_the_edited_task_and_its_dependants(chat, tmp
     assert form is None and can_edit and regenerable == [(1, "text-to-image"), (2, "text-to-speech")]
     form = review_chat.edit_last_run(chat, "s1")
     edited = values(form, **{"1:arg:text": "a lighthouse"})
-    *_, (messages, _, _, _) = review_chat.run_reviewed(chat, "s1", form, edited, LLMChoice())
+    *_, (messages, _, _) = review_chat.run_reviewed(chat, "s1", form, edited, LLMChoice())
     assert [c[0] for c in endpoint.calls[3:]] == ["text-to-image"]  # the caption and the voice: cached
     assert messages[-1]["content"].startswith("Answer for conv-e")
+    titles = [(m.get("metadata") or {}).get("title", "") for m in messages[-9:]]
+    assert sum("from the cache" in t for t in titles) == 2, titles
 
-    *_, (messages, traces, _, _) = review_chat.regenerate(chat, "s1", 2, LLMChoice())
+    *_, (messages, traces, _) = review_chat.regenerate(chat, "s1", 2, LLMChoice())
     assert [c[0] for c in endpoint.calls[4:]] == ["text-to-speech"]
     trace = json.loads(open(traces[-1]).read())
     assert trace["ran_from"] and trace["choices"]["2"]["seed"] != trace["choices"]["1"]["seed"]
@@ -143,7 +148,7 @@ def test_a_downloaded_trace_runs_again_every_task_with_its_seeds(chat, tmp_path)
     form, problem = review_chat.open_trace(chat, "s1", traces[-1])
     assert not problem and form["origin"] == "trace"
     assert form["tasks"][1]["seed"] == str(recorded["choices"]["1"]["seed"])
-    *_, (messages, _, _, _) = review_chat.run_reviewed(chat, "s1", form, values(form), LLMChoice())
+    *_, (messages, _, _) = review_chat.run_reviewed(chat, "s1", form, values(form), LLMChoice())
     assert len(endpoint.calls) == 6  # no cache: every task again
     assert next(m for m in reversed(messages) if m["role"] == "user")["content"] == "▶ Run the trace's plan"
 

@@ -230,7 +230,7 @@ class ChatApp:
         if not self.conversations.claim(conv, cancel):  # one request at a time, also for API clients
             yield conv.display + [_note(BUSY)], conv.traces, True
             return
-        conv.pending = None  # a new run replaces a plan under review
+        conv.pending = conv.pending_form = None  # a new run replaces a plan under review
         conv.display += user
         view = RunView(f"r{conv.requests}")
         events: queue.Queue = queue.Queue()
@@ -294,6 +294,7 @@ class ChatApp:
         request_id = done.trace.get("request_id")
         if done.outcome is Outcome.PLANNED and done.plan is not None:
             conv.pending = Draft(text, done.plan, dict(done.choices), Origin.PLANNED, request_id)
+            conv.pending_form = None
             return  # the request is answered when its plan runs
         if done.plan is not None and done.plan.tasks:  # its plan can be edited and run again
             ran = choices_as_ran(done.choices, done.records, self.catalog)

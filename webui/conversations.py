@@ -41,6 +41,7 @@ class Conversation:
     ended: bool = False
     left_at: float | None = None  # when its page went away (a reload within the grace comes back)
     pending: Draft | None = None  # a plan waiting for the person to review it (webui.review_form)
+    pending_form: dict[str, Any] | None = None  # its form as last sent back, with the problems found
     last_run: Draft | None = None  # the plan of the last run, to edit and run again
 
     def remove(self) -> None:

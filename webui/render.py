@@ -121,6 +121,7 @@ class RunView:
         self.states: dict[int, str] = {}
         self.models: dict[int, str] = {}
         self.texts: dict[int, str] = {}  # each task's text output, to name what a later task used
+        self.cached: set[int] = set()  # tasks served from the result cache
         self._tasks: dict[int, dict[str, Any]] = {}
         self._task_started: dict[int, float] = {}
         self._answer: dict[str, Any] | None = None
@@ -174,8 +175,11 @@ class RunView:
     def _task_title(self, i: int, task: str) -> str:
         model = self.models.get(i)
         state = self.states.get(i, "waiting")
+        cached = "from the cache" if i in self.cached else ""
         return " · ".join(
-            x for x in (f"Task {i}", plain(task), plain(model) if model else "", state_badge(state)) if x
+            x
+            for x in (f"Task {i}", plain(task), plain(model) if model else "", state_badge(state), cached)
+            if x
         )
 
     def _set_state(self, i: int, task: str, state: str, *, seconds: float | None = None) -> dict[str, Any]:
@@ -241,8 +245,12 @@ class RunView:
                 if attempt > 1:
                     _add(node, f"Attempt {attempt}: trying {model_link(model)}")
                 self._task_started[i] = self.clock()
-            case TaskFinished(task_id=i, task=task, model=model, outputs=outputs, seconds=seconds):
+            case TaskFinished(
+                task_id=i, task=task, model=model, outputs=outputs, seconds=seconds, cached=cached
+            ):
                 self.models[i] = model
+                if cached:
+                    self.cached.add(i)
                 text = [_value_text(a) for a in outputs if a.path is None]
                 self.texts[i] = next((a.value for a in outputs if a.kind == ArtifactKind.TEXT), "")
                 node = self._set_state(i, task, "done", seconds=seconds)
@@ -272,7 +280,8 @@ class RunView:
                 self._end(done)
 
     def _media(self, i: int, task: str, model: str, a: Artifact, outputs: list[Artifact], seconds: float):
-        caption = f"*Task {i} · {plain(task)} · {plain(model)} · {seconds:.1f} s*"
+        took = "from the cache" if i in self.cached else f"{seconds:.1f} s"
+        caption = f"*Task {i} · {plain(task)} · {plain(model)} · {took}*"
         source = self._arg(i, "image")
         if task in ANNOTATES and source:
             what, none = ANNOTATES[task]

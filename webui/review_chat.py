@@ -24,13 +24,16 @@ from .review_form import Draft, Origin, describe_changes, form_for, read_back
 from .session_settings import LLMChoice
 
 MAX_TRACE_BYTES = 5_000_000  # a trace holds text outputs up to the trace limits; far below this
-Update = tuple[list[dict[str, Any]], list[str], bool, dict[str, Any] | None]  # chat, traces, running, form
+Update = tuple[list[dict[str, Any]], list[str], bool]  # chat, traces, still running
 
 
 def pending_form(chat: ChatApp, session: str) -> dict[str, Any] | None:
-    """The form of the plan waiting for review in this conversation, if one is."""
+    """The form of the plan waiting for review in this conversation, if one is: as last sent back
+    with problems, else as planned."""
     conv = chat.conversations.find(session)
-    return form_for(conv.pending) if conv is not None and conv.pending is not None else None
+    if conv is None or conv.pending is None:
+        return None
+    return conv.pending_form or form_for(conv.pending)
 
 
 def edit_last_run(chat: ChatApp, session: str) -> dict[str, Any] | None:
@@ -58,7 +61,10 @@ def open_trace(chat: ChatApp, session: str, path: str | Path) -> tuple[dict[str,
     if not given.plan.tasks:
         return None, "That trace's plan has no task: there is nothing to run again."
     of = trace.get("request_id") if isinstance(trace.get("request_id"), str) else None
-    conv.pending = Draft(given.request or "", given.plan, given.choices, Origin.TRACE, of)
+    conv.pending, conv.pending_form = (
+        Draft(given.request or "", given.plan, given.choices, Origin.TRACE, of),
+        None,
+    )
     notice = "Every task runs again with the trace's models and seeds."
     if not given.request:
         notice += " The trace has no request text, so the answer is written without it."
@@ -68,7 +74,7 @@ def open_trace(chat: ChatApp, session: str, path: str | Path) -> tuple[dict[str,
 def cancel_review(chat: ChatApp, session: str) -> list[dict[str, Any]]:
     conv = chat.conversation(session)
     if conv.pending is not None and conv.cancel is None:
-        conv.pending = None
+        conv.pending = conv.pending_form = None
         conv.display += [_note("The plan was cancelled; nothing ran.")]
     return conv.display
 
@@ -84,20 +90,21 @@ def run_reviewed(
     poll: float = 0.05,
 ) -> Iterator[Update]:
     """Runs the plan under review as the form's values leave it; when the validator finds problems
-    nothing runs and the form comes back with each problem beside its task."""
+    nothing runs and the form (pending_form) comes back with each problem beside its task."""
     conv = chat.conversation(session)
     draft = conv.pending
     if draft is None:  # run or cancelled meanwhile (another tab of this conversation)
-        yield conv.display, conv.traces, False, None
+        yield conv.display, conv.traces, False
         return
     if conv.cancel is not None:
-        yield conv.display + [_note(BUSY)], conv.traces, True, form
+        yield conv.display + [_note(BUSY)], conv.traces, True
         return
     reviewed = read_back(
         draft, form, values, chat.catalog, lambda plan: check_plan(plan, conv.workspace, chat.settings)
     )
     if reviewed.plan is None:
-        yield conv.display, conv.traces, False, reviewed.form
+        conv.pending_form = reviewed.form
+        yield conv.display, conv.traces, False
         return
     label = describe_changes(draft, reviewed.plan, reviewed.choices)
     yield from _run(chat, session, draft, reviewed.plan, reviewed.choices, label, choice, hf_token, poll)
@@ -117,13 +124,13 @@ def regenerate(
     conv = chat.conversation(session)
     draft = conv.last_run
     if draft is None or conv.cancel is not None:
-        yield conv.display + ([_note(BUSY)] if conv.cancel is not None else []), conv.traces, False, None
+        yield conv.display + ([_note(BUSY)] if conv.cancel is not None else []), conv.traces, False
         return
     seed = secrets.randbelow(MAX_SEED + 1)
     try:
         plan, choices = apply_edits(draft.plan, draft.choices, {task_id: Edit(seed=seed)}, chat.catalog)
     except PlanFileError as e:
-        yield conv.display + [_note(f"Cannot regenerate: {e}")], conv.traces, False, None
+        yield conv.display + [_note(f"Cannot regenerate: {e}")], conv.traces, False
         return
     label = f"Regenerate task {task_id} with a new seed ({seed})"
     yield from _run(chat, session, draft, plan, choices, label, choice, hf_token, poll)
@@ -134,7 +141,7 @@ def _run(chat, session, draft: Draft, plan, choices, label: str, choice, hf_toke
     try:
         pipeline = chat.pipeline_for(choice, hf_token)
     except ValueError as e:
-        yield conv.display + [_note(f"**Settings problem:** {e}")], conv.traces, False, None
+        yield conv.display + [_note(f"**Settings problem:** {e}")], conv.traces, False
         return
     conv.requests += 1
     history = list(conv.history)
@@ -153,8 +160,7 @@ def _run(chat, session, draft: Draft, plan, choices, label: str, choice, hf_toke
         )
 
     user = [user_message(f"▶ {label}", [])]
-    for messages, traces, running in chat.stream_run(conv, session, draft.request, user, start, poll=poll):
-        yield messages, traces, running, None
+    yield from chat.stream_run(conv, session, draft.request, user, start, poll=poll)
 
 
 def _why(error: Exception, path: Path) -> str:

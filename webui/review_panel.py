@@ -97,7 +97,7 @@ class Wiring:
             before_run,
             after_run,
         )
-        self.state_outputs = [controls.form, controls.regenerable, controls.edit_last]
+        self.state_outputs = [controls.form, controls.regenerable, controls.edit_last, controls.area]
         self.refresh = self._refresh_fn()
 
     def wire(self) -> None:
@@ -120,7 +120,7 @@ class Wiring:
 
         def refresh(key: str, request: gr.Request):
             form, regenerable, can_edit = state_of(chat, session_of(key, request))
-            return form, regenerable, gr.Button(visible=can_edit)
+            return form, regenerable, gr.Button(visible=can_edit), gr.Column(visible=True)
 
         return refresh
 
@@ -129,7 +129,7 @@ class Wiring:
 
         def on_edit_last(key: str, request: gr.Request):
             form = review_chat.edit_last_run(chat, session_of(key, request))
-            return form, [], gr.Button(visible=form is None)
+            return form, [], gr.Button(visible=form is None), gr.Column(visible=True)
 
         return on_edit_last
 
@@ -140,21 +140,29 @@ class Wiring:
             form, problem = review_chat.open_trace(chat, session_of(key, request), path)
             if problem:
                 gr.Warning(problem)
-                return gr.skip(), gr.skip(), gr.skip()
-            return form, [], gr.Button(visible=False)
+                return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return form, [], gr.Button(visible=False), gr.Column(visible=True)
 
         return on_trace
 
     def _streamed(self, session: str, updates):
-        for messages, traces, running, form in updates:
+        for messages, traces, running in updates:
             chatbot, files = self.show(session, messages, traces)
-            yield chatbot, files, self.gr.MultimodalTextbox(interactive=not running), form
+            yield chatbot, files, self.gr.MultimodalTextbox(interactive=not running)
 
     def _chained(self, trigger, fn, inputs) -> None:
-        """A run from a button: Stop shows, the run streams into the chat, then the app's and the
-        controls' state follow."""
-        started = trigger(*self.before_run, queue=False, **QUIET)
-        ran = started.then(fn, inputs, [*self.run_outputs, self.controls.form], **QUIET)
+        """A run from a button drawn by gr.render: the controls hide and Stop shows, the run streams
+        into the chat, then the app's and the controls' state follow. The form's state changes last
+        only: a change redraws the form, and Gradio drops a redrawn button's pending steps."""
+        gr = self.gr
+
+        show_stop, _, stop = self.before_run
+
+        def started():
+            return gr.Column(visible=False), show_stop()
+
+        begun = trigger(started, None, [self.controls.area, stop], queue=False, **QUIET)
+        ran = begun.then(fn, inputs, self.run_outputs, **QUIET)
         ran.then(*self.after_run, **QUIET).then(self.refresh, [self.conv_key], self.state_outputs, **QUIET)
 
     # ---- drawn by gr.render ------------------------------------------------------------------------
@@ -170,7 +178,7 @@ class Wiring:
                     elem_id=f"regenerate-{task_id}",
                 )
 
-                def regenerate(key: str, *choice_values: Any, request: gr.Request, task_id: int = task_id):
+                def regenerate(request: gr.Request, key: str, *choice_values: Any, task_id: int = task_id):
                     session = session_of(key, request)
                     updates = review_chat.regenerate(chat, session, task_id, choice(*choice_values))
                     yield from self._streamed(session, updates)
@@ -193,7 +201,7 @@ class Wiring:
                 cancel = gr.Button("Cancel", scale=0, elem_id="review-cancel")
         n_choice = len(self.choice_inputs)
 
-        def on_run(shown: Any, key: str, *values: Any, request: gr.Request):
+        def on_run(request: gr.Request, shown: Any, key: str, *values: Any):  # the request first: *values
             session = session_of(key, request)
             reviewed = review_chat.run_reviewed(
                 chat, session, shown, values[n_choice:], choice(*values[:n_choice])
@@ -204,10 +212,10 @@ class Wiring:
             session = session_of(key, request)
             messages = review_chat.cancel_review(chat, session)
             conv = chat.conversations.find(session)
-            return None, self.show(session, messages, conv.traces if conv else [])[0]
+            return self.show(session, messages, conv.traces if conv else [])[0]
 
         self._chained(run.click, on_run, [self.controls.form, self.conv_key, *self.choice_inputs, *fields])
-        cancel.click(on_cancel, [self.conv_key], [self.controls.form, self.run_outputs[0]], **QUIET).then(
+        cancel.click(on_cancel, [self.conv_key], [self.run_outputs[0]], **QUIET).then(
             self.refresh, [self.conv_key], self.state_outputs, **QUIET
         )
 
@@ -223,14 +231,23 @@ def _task_fields(gr: Any, t: dict[str, Any]) -> list[Any]:
                 value=t["model"] or None,
                 allow_custom_value=True,
                 label="Model",
+                interactive=True,  # Gradio does not see inputs of a chained step as editable
                 elem_id=f"review-model-{i}",
             ),
-            gr.Textbox(t["dep"], label="Runs after tasks", elem_id=f"review-dep-{i}"),
-            gr.Textbox(t["seed"], label="Seed", visible=bool(t["seed"]), elem_id=f"review-seed-{i}"),
-            gr.Checkbox(t["delete"], label="Delete this task", elem_id=f"review-delete-{i}"),
+            gr.Textbox(t["dep"], label="Runs after tasks", interactive=True, elem_id=f"review-dep-{i}"),
+            gr.Textbox(
+                t["seed"], label="Seed", visible=bool(t["seed"]), interactive=True, elem_id=f"review-seed-{i}"
+            ),
+            gr.Checkbox(
+                t["delete"], label="Delete this task", interactive=True, elem_id=f"review-delete-{i}"
+            ),
         ]
     for name, value in t["args"].items():
-        fields.append(gr.Textbox(value, label=name, lines=1, max_lines=6, elem_id=f"review-arg-{i}-{name}"))
+        fields.append(
+            gr.Textbox(
+                value, label=name, lines=1, max_lines=6, interactive=True, elem_id=f"review-arg-{i}-{name}"
+            )
+        )
     if t["problems"]:
         gr.Markdown(_problems(t["problems"]), elem_classes="field-problem", elem_id=f"review-problems-{i}")
     return fields
