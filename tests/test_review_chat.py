@@ -157,3 +157,22 @@ def test_a_downloaded_trace_runs_again_every_task_with_its_seeds(chat, tmp_path)
     form, problem = review_chat.open_trace(chat, "s1", not_a_trace)
     assert form is None and problem.startswith("That file is not a trace this app can run again")
     assert str(tmp_path) not in problem  # no server path shown
+
+
+def test_on_a_public_app_a_visitor_runs_only_the_catalogs_models(llm_server, tmp_path):
+    settings = app_settings(llm_server, tmp_path / "ws")
+    chat = ChatApp(settings, catalog=CATALOG, endpoint=FakeEndpoint(), public_llm_only=True)
+    _, _, form = plan_for_review(chat, tmp_path)
+    for model in ("/etc", "~/.cache/huggingface", "someone/unlisted-model", "org/painter"):
+        last(review_chat.run_reviewed(chat, "s1", form, values(form, **{"0:model": model}), LLMChoice()))
+        shown = review_chat.pending_form(chat, "s1")
+        assert shown["tasks"][0]["problems"] == [
+            f"{model} is not one of this app's models for image-to-text: pick one from the list"
+        ]
+    assert fake(chat).calls == []
+    last(
+        review_chat.run_reviewed(
+            chat, "s1", form, values(form, **{"0:model": "org/captioner-b"}), LLMChoice()
+        )
+    )
+    assert [c[1] for c in fake(chat).calls if c[0] == "image-to-text"] == ["org/captioner-b"]

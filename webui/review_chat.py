@@ -99,9 +99,12 @@ def run_reviewed(
     if conv.cancel is not None:
         yield conv.display + [_note(BUSY)], conv.traces, True
         return
-    reviewed = read_back(
-        draft, form, values, chat.catalog, lambda plan: check_plan(plan, conv.workspace, chat.settings)
-    )
+
+    def check(plan):
+        return check_plan(plan, conv.workspace, chat.settings)
+
+    # A public app's visitor picks among the catalog's models, never a server folder or any repository.
+    reviewed = read_back(draft, form, values, chat.catalog, check, listed_only=chat.public_llm_only)
     if reviewed.plan is None:
         conv.pending_form = reviewed.form
         yield conv.display, conv.traces, False

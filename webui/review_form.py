@@ -92,10 +92,18 @@ def field_names(form: Mapping[str, Any]) -> list[tuple[int, str]]:
 
 
 def read_back(
-    draft: Draft, form: Mapping[str, Any], values: Sequence[Any], catalog: Catalog, check
+    draft: Draft,
+    form: Mapping[str, Any],
+    values: Sequence[Any],
+    catalog: Catalog,
+    check,
+    *,
+    listed_only: bool = False,
 ) -> Reviewed:
     """The form's `values` (in field_names order) as the plan to run, or the problems beside each
-    field. `check(plan)` is the validator (Pipeline.check_plan bound to the conversation)."""
+    field. `check(plan)` is the validator (Pipeline.check_plan bound to the conversation).
+    `listed_only` (a public app): every model must be one the catalog lists for its task, never a
+    folder on the server or any repository a visitor names."""
     typed = _typed(form, values)
     edits: dict[int, Edit] = {}
     problems: dict[int | None, list[str]] = {}
@@ -118,12 +126,26 @@ def read_back(
                 problems[None] = ["every task is deleted: there is nothing to run (press Cancel instead)"]
             else:
                 problems = problems_by_task(check(plan))
+                for task_id, problem in _unlisted(plan, choices, catalog, listed_only):
+                    problems.setdefault(task_id, []).append(problem)
                 if not problems:
                     return Reviewed(plan, choices, typed)
     for t in typed["tasks"]:
         t["problems"] = problems.get(t["id"], [])
     typed["problems"] = problems.get(None, [])
     return Reviewed(form=typed)
+
+
+def _unlisted(plan: Plan, choices: Mapping[int, Choice], catalog: Catalog, listed_only: bool):
+    if not listed_only:
+        return
+    for t in plan.tasks:
+        choice = choices.get(t.id)
+        if choice is not None and choice.model is not None and catalog.get(choice.model.id, t.task) is None:
+            yield (
+                t.id,
+                f"{choice.model.id} is not one of this app's models for {t.task}: pick one from the list",
+            )
 
 
 def _typed(form: Mapping[str, Any], values: Sequence[Any]) -> dict[str, Any]:
