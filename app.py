@@ -349,7 +349,7 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
             s.get("base_url", base.llm_base_url or ""), s.get("model", base.llm_model or ""),
             s.get("api_key", ""), s.get("mode") if s.get("mode") in INFERENCE_MODES else base.inference,
             min(10, max(1, int(s.get("top_k") or base.top_k))),
-            bool(s.get("api_key")),
+            bool(s.get("api_key")), bool(s.get("review", base.review)),
         )  # fmt: skip
 
     def show_status(base_url, model, key, mode, top_k):
@@ -360,8 +360,9 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
         ]
         return status_for(chat, c, problems), *fields
 
-    def save_settings(store, base_url, model, key, mode, top_k, keep_key):
+    def save_settings(store, base_url, model, key, mode, top_k, keep_key, review):
         values = {"base_url": base_url or "", "model": model or "", "mode": mode or "", "top_k": top_k}
+        values["review"] = bool(review)
         return saved.with_settings(store, values, keep_key=bool(keep_key), api_key=key or "")
 
     inputs = page.choice_inputs
@@ -410,8 +411,16 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
         gr.on([field.blur, field.submit], show_status, inputs, status_outputs, **quiet)
     for field in (page.mode, page.top_k):
         field.change(show_status, inputs, status_outputs, **quiet)
-    remembered = [page.store, *inputs, page.keep_key]
-    for field in (page.base_url, page.model, page.key, page.mode, page.top_k, page.keep_key):
+    remembered = [page.store, *inputs, page.keep_key, page.review.toggle]
+    for field in (
+        page.base_url,
+        page.model,
+        page.key,
+        page.mode,
+        page.top_k,
+        page.keep_key,
+        page.review.toggle,
+    ):
         field.change(save_settings, remembered, page.store, queue=False, **quiet)
     demo.load(
         restore,
@@ -424,6 +433,7 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
             page.earlier,
             *inputs,
             page.keep_key,
+            page.review.toggle,
         ],  # fmt: skip
         **quiet,
     ).then(show_status, inputs, status_outputs, **quiet).then(*refresh, **quiet)

@@ -87,5 +87,10 @@ def test_browser_review_edit_an_argument_run_the_plan_and_regenerate_its_image(l
             page.locator("#regenerate-1").wait_for()  # offered again for the new image
             page.locator("#edit-last").wait_for()  # the last plan can be opened for editing again
             page.screenshot(path=str(SCREENSHOTS / "review_after_regenerate.png"), full_page=True)
+
+            page.reload()  # the toggle is kept in this browser, like the other settings
+            chat.get_by_text("▶ Regenerate task 1 with a new seed").wait_for()
+            page.locator("#regenerate-1").wait_for()
+            assert page.locator("#review-toggle input[type=checkbox]").is_checked()
         finally:
             browser.close()
