@@ -176,3 +176,25 @@ def test_on_a_public_app_a_visitor_runs_only_the_catalogs_models(llm_server, tmp
         )
     )
     assert [c[1] for c in fake(chat).calls if c[0] == "image-to-text"] == ["org/captioner-b"]
+
+
+def test_only_media_a_task_drew_gets_a_regenerate_button(llm_server, tmp_path):
+    endpoint = FakeEndpoint(failing={"org/speaker"})
+    chat = ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=CATALOG, endpoint=endpoint)
+    last(
+        chat.respond(
+            "s1", {"text": "[conv-f] caption", "files": [str(photo(tmp_path / "a.png"))]}, LLMChoice()
+        )
+    )
+    _, regenerable, can_edit = state_of(chat, "s1")
+    assert regenerable == [(1, "text-to-image")] and can_edit  # the voice failed: nothing to redraw
+
+
+def test_a_problem_quoting_the_plan_shows_its_words():
+    from webui.review_panel import _problems
+
+    shown = _problems(
+        ["task 2 (text-to-speech): argument 'text' uses <resource>-0, which it does not wait for"]
+    )
+    # a markdown view would take "<resource>" for a tag and drop it with what follows
+    assert "<resource>" not in shown and "resource>-0, which it does not wait for" in shown

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from hugginggpt.artifacts import MEDIA_KINDS
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
 from hugginggpt.endpoints import Endpoint
@@ -24,6 +25,7 @@ from hugginggpt.factory import build_catalog
 from hugginggpt.llm import LLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.planfile import choices_as_ran
+from hugginggpt.records import TaskStatus
 
 from .backends import Backends
 from .conversations import Conversation, ConversationTable, TableFull
@@ -298,7 +300,7 @@ class ChatApp:
             return  # the request is answered when its plan runs
         if done.plan is not None and done.plan.tasks:  # its plan can be edited and run again
             ran = choices_as_ran(done.choices, done.records, self.catalog)
-            conv.last_run = Draft(text, done.plan, ran, Origin.RAN, request_id)
+            conv.last_run = Draft(text, done.plan, ran, Origin.RAN, request_id, _made_media(done))
         conv.history += [{"role": "user", "content": text}]
         conv.history += [{"role": "assistant", "content": done.answer or f"(no answer: {done.error})"}]
 
@@ -326,6 +328,18 @@ def _drive(
             conv.delete_files()
         slots.release()
         events.put(None)
+
+
+def _made_media(done: Done) -> frozenset[int]:
+    """The tasks of a run that drew an image, a clip or a video from a seed: a new seed redraws them."""
+    return frozenset(
+        r.id
+        for r in done.records
+        if r.status is TaskStatus.DONE
+        and (choice := done.choices.get(r.id)) is not None
+        and choice.seed is not None
+        and any(a.kind in MEDIA_KINDS for a in r.outputs)
+    )
 
 
 def _split_message(message: dict[str, Any] | str | None) -> tuple[str, list[str]]:

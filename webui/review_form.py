@@ -35,6 +35,7 @@ class Draft:
     choices: Mapping[int, Choice]
     origin: Origin
     of: str | None = None  # the request id of the run (or trace) it comes from
+    made_media: frozenset[int] = frozenset()  # tasks that drew an image, clip or video from a seed
 
 
 VERBS = {

@@ -8,14 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hugginggpt.seeds import samples
-
 from . import review_chat
 from .chat import ChatApp
+from .safe_html import plain
 
 QUIET = {"api_visibility": "private", "show_progress": "hidden"}
-# Tasks whose output is an image, a clip or a video made from a seed: they get a regenerate button.
-_TEXT_ONLY = frozenset({"text-generation", "conversational"})
 
 
 @dataclass
@@ -56,11 +53,7 @@ def state_of(chat: ChatApp, session: str) -> tuple[Any, list[tuple[int, str]], b
     last = conv.last_run
     regenerable = []
     if last is not None and conv.pending is None:
-        regenerable = [
-            (t.id, t.task)
-            for t in last.plan.tasks
-            if samples(t.task) and t.task not in _TEXT_ONLY and last.choices.get(t.id) is not None
-        ]
+        regenerable = [(t.id, t.task) for t in last.plan.tasks if t.id in last.made_media]
     return review_chat.pending_form(chat, session), regenerable, last is not None and conv.pending is None
 
 
@@ -254,4 +247,5 @@ def _task_fields(gr: Any, t: dict[str, Any]) -> list[Any]:
 
 
 def _problems(problems: list[str]) -> str:
-    return "\n".join(f"- {p}" for p in problems)
+    """The validator's words: they quote the plan (`<resource>-0`, file names), so as visible text."""
+    return "\n".join(f"- {plain(p)}" for p in problems)
