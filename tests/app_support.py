@@ -127,3 +127,17 @@ def running_app(settings: Settings, **kwargs: Any) -> Iterator[Any]:
 def photo(path: Path, size: tuple[int, int] = (48, 40)) -> Path:
     draw_photo(path, size)
     return path
+
+
+def fake_catalog() -> Catalog:
+    """Two captioners (a real choice), a painter and a speaker, for the scripted fake endpoint."""
+    from fakes.endpoints import cards
+
+    return Catalog(
+        cards(
+            ("org/captioner-a", "image-to-text", 9),
+            ("org/captioner-b", "image-to-text", 5),
+            ("org/painter", "text-to-image", 3),
+            ("org/speaker", "text-to-speech", 2),
+        )
+    )

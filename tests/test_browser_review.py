@@ -5,20 +5,11 @@ plan, then regenerate its image with a new seed."""
 import time
 
 import pytest
-from app_support import app_settings, photo, running_app
-from fakes.endpoints import FakeEndpoint, cards
+from app_support import app_settings, fake_catalog, photo, running_app
+from fakes.endpoints import FakeEndpoint
 from test_browser import ARGS, CHROMIUM, SCREENSHOTS, _browser_or_skip
 
-from hugginggpt.catalog import Catalog
-
-CATALOG = Catalog(
-    cards(
-        ("org/captioner-a", "image-to-text", 9),
-        ("org/captioner-b", "image-to-text", 5),
-        ("org/painter", "text-to-image", 3),
-        ("org/speaker", "text-to-speech", 2),
-    )
-)
+CATALOG = fake_catalog()
 
 
 def field(page, elem_id: str):

@@ -5,23 +5,15 @@ logic against the fake LLM server and a counting fake endpoint (the browser test
 import json
 
 import pytest
-from app_support import app_settings, photo
-from fakes.endpoints import FakeEndpoint, cards
+from app_support import app_settings, fake_catalog, photo
+from fakes.endpoints import FakeEndpoint
 
-from hugginggpt.catalog import Catalog
 from webui import review_chat
 from webui.chat import ChatApp, LLMChoice
 from webui.review_form import field_names
 from webui.review_panel import state_of
 
-CATALOG = Catalog(
-    cards(
-        ("org/captioner-a", "image-to-text", 9),
-        ("org/captioner-b", "image-to-text", 5),
-        ("org/painter", "text-to-image", 3),
-        ("org/speaker", "text-to-speech", 2),
-    )
-)
+CATALOG = fake_catalog()
 
 
 @pytest.fixture
