@@ -14,17 +14,20 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..tasks import CONTROLS, TASKS
 from .card import ModelCard, ProviderRoute
 from .describe import describe
 from .rules import is_local
 
+if TYPE_CHECKING:
+    from huggingface_hub.hf_api import ExpandModelProperty_T
+
 CARD_WORKERS = 8  # model cards fetched at the same time
 # fmt: off
-EXPAND = ["downloads", "likes", "library_name", "pipeline_tag", "tags", "cardData", "safetensors",
-          "inferenceProviderMapping"]
+EXPAND: list[ExpandModelProperty_T] = ["downloads", "likes", "library_name", "pipeline_tag", "tags",
+                                      "cardData", "safetensors", "inferenceProviderMapping"]
 # fmt: on
 # fmt: off
 DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2,

@@ -43,7 +43,7 @@ HEAVY_TASKS = (
     "conversational",
 )
 log = logging.getLogger("ray.serve")
-DEFAULT_GROUPS = {
+DEFAULT_GROUPS: dict[str, dict[str, Any]] = {
     "heavy": {"tasks": list(HEAVY_TASKS), "max_models_per_replica": 1},
     "light": {"max_models_per_replica": 4},  # no tasks: every task no other group takes
 }
