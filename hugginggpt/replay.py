@@ -115,7 +115,8 @@ def plan_from_trace(trace: dict[str, Any], catalog: Catalog) -> GivenPlan:
     """The trace's plan, each task with the model that produced its outputs (or the chosen one) and
     its seed. A task that had no model keeps none: it fails again, with no selection call."""
     tasks = {t.get("id"): t for t in trace.get("tasks", []) if isinstance(t, dict)}
-    recorded = trace.get("choices") if isinstance(trace.get("choices"), dict) else {}
+    raw_choices = trace.get("choices")
+    recorded = raw_choices if isinstance(raw_choices, dict) else {}
     choices: dict[str, Any] = {}
     for key, choice in recorded.items():
         task = tasks.get(int(key), {}) if str(key).isdigit() else {}

@@ -51,10 +51,12 @@ def network_errors() -> tuple[type[BaseException], ...]:
     """What a failed Hub request raises: OSError subclasses, and the HTTP client's own errors
     (huggingface_hub 2.x talks through httpx2, whose errors are not OSErrors)."""
     try:
-        import httpx2 as http
+        import httpx2
     except ImportError:  # older huggingface_hub releases use httpx
-        import httpx as http
-    return (OSError, http.HTTPError)
+        import httpx
+
+        return (OSError, httpx.HTTPError)
+    return (OSError, httpx2.HTTPError)
 
 
 @dataclass(frozen=True)

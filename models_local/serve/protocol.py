@@ -173,8 +173,8 @@ def decode(task: str, body: bytes, content_type: str, *, chat: bool = False) -> 
     if task == "document-question-answering":
         if not isinstance(raw, dict):
             raise BadInput('"inputs" must be {"question": ..., "image": base64}')
-        image = _media(_b64(raw.get("image"), '"inputs.image"'), "image")
-        return Parsed([({"text": _text(raw.get("question"), '"inputs.question"')}, {"image": image})], params)
+        page = _media(_b64(raw.get("image"), '"inputs.image"'), "image")
+        return Parsed([({"text": _text(raw.get("question"), '"inputs.question"')}, {"image": page})], params)
     if task == "question-answering":
         if not isinstance(raw, dict):
             raise BadInput('"inputs" must be {"question": ..., "context": ...}')
