@@ -56,9 +56,10 @@ def main(argv: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
         trace = read_trace(trace_path)
         settings = settings_from_args(args)
         home = _trace_workspace(trace_path)
-        workspace = (
-            Workspace(Path(args.workdir)) if args.workdir else home or Workspace.create(settings.workdir)
-        )
+        if args.workdir:
+            workspace = Workspace(Path(args.workdir))
+        else:
+            workspace = home or Workspace.create(Path(settings.workdir))
         pipeline = build_pipeline(settings)
         given = plan_from_trace(trace, pipeline.catalog)
     except (ValueError, OSError) as e:  # PlanFileError is a ValueError

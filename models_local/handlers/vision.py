@@ -161,7 +161,7 @@ def depth_map(pipe: Any, image: Any) -> Any:
     if depth.shape != (image.height, image.width):  # some processors return the model's size
         from PIL import Image
 
-        depth = np.asarray(Image.fromarray(depth).resize(image.size, Image.BICUBIC))
+        depth = np.asarray(Image.fromarray(depth).resize(image.size, Image.Resampling.BICUBIC))
     return np.nan_to_num(depth.astype(np.float32))
 
 
