@@ -23,7 +23,8 @@ TOP_K = 5  # classification labels reported
 def load_pipeline(task: str, source: str, device: Device) -> Any:
     from transformers import pipeline
 
-    return pipeline(task, model=source, device=device.name, dtype=device.dtype)
+    # transformers types pipeline() by literal task names only; `task` is one of them, held in a str
+    return pipeline(task, model=source, device=device.name, dtype=device.dtype)  # type: ignore[call-overload]
 
 
 def _loader(task: str):
