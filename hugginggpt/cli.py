@@ -162,14 +162,19 @@ def main(
         return 2
     print(f"LLM: {pipeline.llm.describe()}; models: {pipeline.endpoint.describe()}", file=stderr)
 
-    where = {"workspace": workspace}
     if args.plan_only or review:  # plan and select (or check the given plan), run nothing yet
         if given is not None:
             events = pipeline.run_plan(
-                request, given.plan, given.choices, seeds=given.seeds, plan_only=True, files=files, **where
+                request,
+                given.plan,
+                given.choices,
+                workspace=workspace,
+                seeds=given.seeds,
+                plan_only=True,
+                files=files,
             )
         else:
-            events = pipeline.plan_only(request, files=files, **where)
+            events = pipeline.plan_only(request, workspace=workspace, files=files)
         planned = follow(events, workspace.root, stdout=stdout, stderr=stderr, stream=False)
         if not planned.ok or planned.plan is None:
             return finish(planned, args.json, stdout=stdout, stderr=stderr)
@@ -196,10 +201,10 @@ def main(
         files = []  # already in the workspace
     if given is not None:
         events = pipeline.run_plan(
-            request, given.plan, given.choices, seeds=given.seeds, files=files, **where
+            request, given.plan, given.choices, workspace=workspace, seeds=given.seeds, files=files
         )
     else:
-        events = pipeline.run(request, files=files, **where)
+        events = pipeline.run(request, workspace=workspace, files=files)
     done = follow(events, workspace.root, stdout=stdout, stderr=stderr, stream=not args.json)
     return finish(done, args.json, stdout=stdout, stderr=stderr)
 

@@ -109,9 +109,9 @@ class Settings:
             raise ValueError("max_plan_retries, history_tokens and llm_max_retries must not be negative")
         if self.task_timeout <= 0 or self.llm_timeout <= 0:
             raise ValueError("task_timeout and llm_timeout must be more than 0 seconds")
-        budgets = (self.max_request_chars, self.llm_max_reply_chars, self.max_plan_chars, self.max_plan_tasks)
-        budgets += (self.max_text_arg_chars, self.max_output_chars, self.answer_max_tokens)
-        budgets += (self.max_answer_chars, self.max_trace_field_chars)
+        budgets: tuple[int, ...] = (self.max_request_chars, self.llm_max_reply_chars, self.max_plan_chars)
+        budgets += (self.max_plan_tasks, self.max_text_arg_chars, self.max_output_chars)
+        budgets += (self.answer_max_tokens, self.max_answer_chars, self.max_trace_field_chars)
         if min(budgets) < 1 or self.llm_call_seconds <= 0 or self.request_seconds <= 0:
             raise ValueError("every budget (max_*, *_seconds, answer_max_tokens) must be more than 0")
         if self.app_max_upload_mb <= 0 or self.app_concurrency < 1:

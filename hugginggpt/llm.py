@@ -14,10 +14,13 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import urlguard
 from .text import shorten
+
+if TYPE_CHECKING:
+    from openai.types.shared_params import ResponseFormatJSONSchema
 
 log = logging.getLogger(__name__)
 
@@ -246,10 +249,12 @@ class OpenAICompatibleLLM(LLM):
         }
         if max_tokens:
             kwargs["max_tokens"] = max_tokens
-        json_mode = schema is not None and self._learnt.get("json_schema") is not False
+        response_format: ResponseFormatJSONSchema | None = None
+        if schema is not None and self._learnt.get("json_schema") is not False:
+            response_format = {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
+        json_mode = response_format is not None
         try:
-            if json_mode:
-                response_format = {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
+            if response_format is not None:
                 try:
                     chunks = self._client.chat.completions.create(**kwargs, response_format=response_format)
                     self._learnt["json_schema"] = True

@@ -265,9 +265,11 @@ def _check_args(
     problems = []
     takes = ", ".join(f"{a.name} ({a.kind})" for a in spec.args)
     references = t.references()
-    for arg in spec.args:
-        if arg.required and not t.args.get(arg.name, "").strip():
-            problems.append(f"{where}: missing required argument '{arg.name}' ({arg.kind}); it takes {takes}")
+    for wanted in spec.args:
+        if wanted.required and not t.args.get(wanted.name, "").strip():
+            problems.append(
+                f"{where}: missing required argument '{wanted.name}' ({wanted.kind}); it takes {takes}"
+            )
     for name, value in t.args.items():
         arg = spec.arg(name)
         if arg is None:

@@ -56,9 +56,10 @@ def main(argv: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
         trace = read_trace(trace_path)
         settings = settings_from_args(args)
         home = _trace_workspace(trace_path)
-        workspace = (
-            Workspace(Path(args.workdir)) if args.workdir else home or Workspace.create(settings.workdir)
-        )
+        if args.workdir:
+            workspace = Workspace(Path(args.workdir))
+        else:
+            workspace = home or Workspace.create(Path(settings.workdir))
         pipeline = build_pipeline(settings)
         given = plan_from_trace(trace, pipeline.catalog)
     except (ValueError, OSError) as e:  # PlanFileError is a ValueError
@@ -115,7 +116,8 @@ def plan_from_trace(trace: dict[str, Any], catalog: Catalog) -> GivenPlan:
     """The trace's plan, each task with the model that produced its outputs (or the chosen one) and
     its seed. A task that had no model keeps none: it fails again, with no selection call."""
     tasks = {t.get("id"): t for t in trace.get("tasks", []) if isinstance(t, dict)}
-    recorded = trace.get("choices") if isinstance(trace.get("choices"), dict) else {}
+    raw_choices = trace.get("choices")
+    recorded = raw_choices if isinstance(raw_choices, dict) else {}
     choices: dict[str, Any] = {}
     for key, choice in recorded.items():
         task = tasks.get(int(key), {}) if str(key).isdigit() else {}

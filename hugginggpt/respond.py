@@ -79,7 +79,7 @@ def answer_messages(
 
 def missing_files(answer: str, workspace: Workspace) -> list[str]:
     """File paths the answer names that do not exist in the workspace (the LLM made them up)."""
-    known = set()
+    known: set[str] = set()
     for name, path in workspace.files().items():
         known.update((name, path.name))
     mentions: dict[str, None] = {}

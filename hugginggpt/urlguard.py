@@ -34,7 +34,7 @@ def resolve_host(host: str) -> list[Address]:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     except socket.gaierror as e:
         raise URLRefused(f"the host '{host}' could not be resolved") from e
-    return [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
 
 
 def check_url(

@@ -14,8 +14,8 @@ def read_image(path: str | Path, mode: str = "RGB") -> Any:
     """A PIL image in `mode` (palette, alpha and greyscale images are converted)."""
     from PIL import Image, ImageOps
 
-    with Image.open(path) as image:
-        image = ImageOps.exif_transpose(image)  # phone photos carry their rotation in EXIF
+    with Image.open(path) as opened:
+        image = ImageOps.exif_transpose(opened)  # phone photos carry their rotation in EXIF
         if image.mode != mode:
             # Composite transparent images on white: converting RGBA straight to RGB turns the
             # transparent background black, which models read as content.

@@ -152,6 +152,8 @@ class Runtime:
             if entry is not None:
                 return entry
             # "builtin" handlers (e.g. an edge detector) have no files: the name is all they need
+            folder: str | Path
+            estimate: int | None
             if handler.library == "builtin":
                 folder, estimate = model, 0
             else:

@@ -70,11 +70,11 @@ def cmd_refresh(args: argparse.Namespace) -> int:
     return 0
 
 
-def _catalog_paths(args: argparse.Namespace) -> list[str]:
+def _catalog_paths(args: argparse.Namespace) -> list[Path]:
     """$HUGGINGGPT_CATALOG (read with the other settings), then --catalog."""
     from ..config import load_settings
 
-    return [*load_settings().catalog_paths, *(args.catalog or [])]
+    return [Path(p) for p in (*load_settings().catalog_paths, *(args.catalog or []))]
 
 
 def cmd_check(args: argparse.Namespace) -> int:

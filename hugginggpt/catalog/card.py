@@ -64,7 +64,9 @@ class ModelCard:
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> ModelCard:
         known = cls.__dataclass_fields__
-        values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in raw.items() if k in known}
+        values: dict[str, Any] = {
+            k: (tuple(v) if isinstance(v, list) else v) for k, v in raw.items() if k in known
+        }
         if values.get("providers") is not None:
             values["providers"] = tuple(
                 r if isinstance(r, ProviderRoute) else ProviderRoute(**r) for r in values["providers"]

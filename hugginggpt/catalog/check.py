@@ -10,13 +10,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .card import ModelCard, ProviderRoute
 from .hub import HubUnreachable, network_errors, provider_routes
 from .rules import is_local
 
-CHECK_EXPAND = ["gated", "inferenceProviderMapping", "library_name", "pipeline_tag"]
+if TYPE_CHECKING:
+    from huggingface_hub.hf_api import ExpandModelProperty_T
+
+CHECK_EXPAND: list[ExpandModelProperty_T] = [
+    "gated",
+    "inferenceProviderMapping",
+    "library_name",
+    "pipeline_tag",
+]
 WORKERS = 8
 
 

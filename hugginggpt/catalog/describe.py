@@ -59,8 +59,11 @@ def describe(
     spec = TASKS.get(task)
     purpose = spec.description if spec else task.replace("-", " ")
     fam = family(model_id, tags)
-    name = NAMES.get(fam, fam.upper() if fam and len(fam) <= 4 else fam)
-    what = f"{'An' if name[0].lower() in 'aeiou' else 'A'} {name} model" if fam else "A model"
+    if fam:
+        name = NAMES.get(fam, fam.upper() if len(fam) <= 4 else fam)
+        what = f"{'An' if name[0].lower() in 'aeiou' else 'A'} {name} model"
+    else:
+        what = "A model"
     if library:
         what += f" ({library})"
     text = f"{what} to {purpose}"

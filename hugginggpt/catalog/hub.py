@@ -14,17 +14,20 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..tasks import CONTROLS, TASKS
 from .card import ModelCard, ProviderRoute
 from .describe import describe
 from .rules import is_local
 
+if TYPE_CHECKING:
+    from huggingface_hub.hf_api import ExpandModelProperty_T
+
 CARD_WORKERS = 8  # model cards fetched at the same time
 # fmt: off
-EXPAND = ["downloads", "likes", "library_name", "pipeline_tag", "tags", "cardData", "safetensors",
-          "inferenceProviderMapping"]
+EXPAND: list[ExpandModelProperty_T] = ["downloads", "likes", "library_name", "pipeline_tag", "tags",
+                                      "cardData", "safetensors", "inferenceProviderMapping"]
 # fmt: on
 # fmt: off
 DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2,
@@ -48,10 +51,12 @@ def network_errors() -> tuple[type[BaseException], ...]:
     """What a failed Hub request raises: OSError subclasses, and the HTTP client's own errors
     (huggingface_hub 2.x talks through httpx2, whose errors are not OSErrors)."""
     try:
-        import httpx2 as http
+        import httpx2
     except ImportError:  # older huggingface_hub releases use httpx
-        import httpx as http
-    return (OSError, http.HTTPError)
+        import httpx
+
+        return (OSError, httpx.HTTPError)
+    return (OSError, httpx2.HTTPError)
 
 
 @dataclass(frozen=True)

@@ -115,9 +115,17 @@ class HostedEndpoint(Endpoint):
                 headers = {"authorization": None}
             token = self.token if headers is None else None
             return InferenceClient(
-                model=model.endpoint_url, token=token, timeout=self.timeout, headers=headers
+                model=model.endpoint_url,
+                token=token,
+                timeout=self.timeout,
+                headers=headers,  # type: ignore[arg-type]  # typed dict[str, str]; a None value drops it
             )
-        return InferenceClient(model=model.id, provider=provider, token=self.token, timeout=self.timeout)
+        return InferenceClient(
+            model=model.id,
+            provider=provider,  # type: ignore[arg-type]  # a Literal of the providers it knew when released
+            token=self.token,
+            timeout=self.timeout,
+        )
 
     def run(
         self,

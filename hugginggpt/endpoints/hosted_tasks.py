@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import Artifact
+from ..artifacts import Artifact, ArtifactKind
 from ..tasks import CONTROLS
 
 # --- calls: one per task, on an InferenceClient whose model is already set --------------------
@@ -159,7 +159,7 @@ class _Out:
             image = image.convert("RGBA" if "A" in image.mode else "RGB")
         path = self.path(suffix)
         image.save(path, format="PNG")
-        return Artifact("image", path=path)
+        return Artifact(ArtifactKind.IMAGE, path=path)
 
     def audio(self, blob: bytes, suffix: str = ".wav") -> Artifact:
         import soundfile as sf
@@ -170,7 +170,7 @@ class _Out:
             raise ValueError(f"the server sent audio that could not be decoded ({exc})") from None
         path = self.path(suffix)
         sf.write(path, samples, rate, format="WAV")
-        return Artifact("audio", path=path)
+        return Artifact(ArtifactKind.AUDIO, path=path)
 
 
 def _plain(value: Any) -> Any:
@@ -190,42 +190,51 @@ def _labels_line(items: list[dict]) -> str:
 
 
 def _text(result: Any, out: _Out) -> list[Artifact]:
-    return [Artifact("text", value=str(result))]
+    return [Artifact(ArtifactKind.TEXT, value=str(result))]
 
 
 def _labels(result: Any, out: _Out) -> list[Artifact]:
     items = _plain(_as_list(result))
-    return [Artifact("text", value=_labels_line(items)), Artifact("data", value=items)]
+    return [Artifact(ArtifactKind.TEXT, value=_labels_line(items)), Artifact(ArtifactKind.DATA, value=items)]
 
 
 def _tokens(result: Any, out: _Out) -> list[Artifact]:
     items = _plain(_as_list(result))
     text = ", ".join(f"{it['word']}: {it.get('entity_group') or it.get('entity')}" for it in items)
-    return [Artifact("text", value=text or "no entities found"), Artifact("data", value=items)]
+    return [
+        Artifact(ArtifactKind.TEXT, value=text or "no entities found"),
+        Artifact(ArtifactKind.DATA, value=items),
+    ]
 
 
 def _answer(result: Any, out: _Out) -> list[Artifact]:
     data = _plain(result)
-    return [Artifact("text", value=data["answer"]), Artifact("data", value=data)]
+    return [Artifact(ArtifactKind.TEXT, value=data["answer"]), Artifact(ArtifactKind.DATA, value=data)]
 
 
 def _answers(result: Any, out: _Out) -> list[Artifact]:
     items = _plain(_as_list(result))
     if not items:
         raise ValueError("the server returned no answer")
-    return [Artifact("text", value=str(items[0].get("answer") or "")), Artifact("data", value=items)]
+    return [
+        Artifact(ArtifactKind.TEXT, value=str(items[0].get("answer") or "")),
+        Artifact(ArtifactKind.DATA, value=items),
+    ]
 
 
 def _similarity(result: Any, out: _Out) -> list[Artifact]:
     scores = [float(s) for s in result]
-    return [Artifact("text", value=f"similarity {scores[0]:.3f}"), Artifact("data", value={"scores": scores})]
+    return [
+        Artifact(ArtifactKind.TEXT, value=f"similarity {scores[0]:.3f}"),
+        Artifact(ArtifactKind.DATA, value={"scores": scores}),
+    ]
 
 
 def _rows(result: Any, out: _Out) -> list[Artifact]:
     labels = _plain(result)
     return [
-        Artifact("text", value=", ".join(str(x) for x in labels)),
-        Artifact("data", value={"labels": labels}),
+        Artifact(ArtifactKind.TEXT, value=", ".join(str(x) for x in labels)),
+        Artifact(ArtifactKind.DATA, value={"labels": labels}),
     ]
 
 
@@ -249,7 +258,7 @@ def _audios(result: Any, out: _Out) -> list[Artifact]:
 def _video(result: Any, out: _Out) -> list[Artifact]:
     path = out.path(".mp4")
     path.write_bytes(result)
-    return [Artifact("video", path=path)]
+    return [Artifact(ArtifactKind.VIDEO, path=path)]
 
 
 def _detection(result: Any, out: _Out, image_path: Path) -> list[Artifact]:
@@ -271,7 +280,11 @@ def _detection(result: Any, out: _Out, image_path: Path) -> list[Artifact]:
         draw.rectangle((b["xmin"], b["ymin"], b["xmax"], b["ymax"]), outline=(255, 0, 0), width=2)
         draw.text((b["xmin"] + 2, b["ymin"] + 2), f"{it['label']} {it['score']:.2f}", fill=(255, 0, 0))
     text = _labels_line(items) if items else "no objects found"
-    return [out.image(canvas), Artifact("text", value=text), Artifact("data", value=items)]
+    return [
+        out.image(canvas),
+        Artifact(ArtifactKind.TEXT, value=text),
+        Artifact(ArtifactKind.DATA, value=items),
+    ]
 
 
 def _segmentation(result: Any, out: _Out, image_path: Path) -> list[Artifact]:
@@ -289,7 +302,11 @@ def _segmentation(result: Any, out: _Out, image_path: Path) -> list[Artifact]:
         items.append({"label": seg.label, "score": seg.score})
     blended = Image.blend(canvas, overlay, 0.5)
     text = _labels_line(items) if items else "no segments found"
-    return [out.image(blended), Artifact("text", value=text), Artifact("data", value=items)]
+    return [
+        out.image(blended),
+        Artifact(ArtifactKind.TEXT, value=text),
+        Artifact(ArtifactKind.DATA, value=items),
+    ]
 
 
 def _palette(i: int) -> tuple[int, int, int]:

@@ -68,7 +68,11 @@ def _client() -> Any:
     import httpx2
 
     return httpx2.Client(
-        event_hooks={"request": [_hook]}, follow_redirects=True, timeout=None, transport=_Transport()
+        event_hooks={"request": [_hook]},
+        follow_redirects=True,
+        timeout=None,
+        # _Transport has httpx2.BaseTransport's methods without subclassing it (no httpx2 import at load)
+        transport=_Transport(),  # type: ignore[arg-type]
     )
 
 

@@ -75,7 +75,8 @@ class Counts:
 
     def sample_f1(self) -> float:
         """Per-sample F1: two empty sides agree perfectly."""
-        return 1.0 if self.empty else self.f1()
+        f1 = self.f1()
+        return 1.0 if f1 is None else f1  # None: both sides empty
 
     @classmethod
     def of_sets(cls, gold: set[Any], pred: set[Any]) -> Counts:

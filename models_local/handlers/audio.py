@@ -96,7 +96,9 @@ def _vocoder(folder: str, device: Device) -> Any:
             raise RuntimeUnsupported(
                 f"SpeechT5 needs the vocoder {DEFAULT_VOCODER}, not available: {exc}"
             ) from exc
-    return SpeechT5HifiGan.from_pretrained(source, dtype=device.dtype).to(device.name).eval()
+    vocoder = SpeechT5HifiGan.from_pretrained(source, dtype=device.dtype)
+    # PreTrainedModel.to is wrapped by functools.wraps, whose typeshed type loses the method's self
+    return vocoder.to(device.name).eval()  # type: ignore[arg-type]
 
 
 def _speaker(folder: str, model: Any) -> Any:
@@ -155,7 +157,8 @@ def _load_tts(folder: str, device: Device) -> Bundle:
                 import phonemizer  # noqa: F401
             except ImportError as exc:  # the English VITS models spell through espeak phonemes
                 raise RuntimeUnsupported("this VITS model needs the phonemizer package and espeak") from exc
-        model = VitsModel.from_pretrained(folder, dtype=device.dtype).to(device.name).eval()
+        model = VitsModel.from_pretrained(folder, dtype=device.dtype)
+        model = model.to(device.name).eval()  # type: ignore[arg-type]  # as in _vocoder: functools.wraps
         return Bundle(model, tokenizer, device)
     raise RuntimeUnsupported(f"no local text-to-speech path for {kind!r} models (served: vits, speecht5)")
 

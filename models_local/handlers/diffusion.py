@@ -56,9 +56,14 @@ def fit(image: Any, side: int) -> Any:
     return image if (w, h) == image.size else image.resize((w, h))
 
 
+def call_params(pipe: Any) -> frozenset[str]:
+    """The argument names of the pipeline's __call__ (looked up once per pipeline class)."""
+    cls: type = type(pipe)  # annotated: mypy does not take type[Any] for Hashable (the cache's key)
+    return _class_call_params(cls)
+
+
 @functools.cache
-def call_params(cls: type) -> frozenset[str]:
-    """The argument names of a pipeline class's __call__."""
+def _class_call_params(cls: type) -> frozenset[str]:
     return frozenset(inspect.signature(cls.__call__).parameters)
 
 
@@ -68,7 +73,7 @@ def seeded(pipe: Any, inputs: dict[str, str]) -> dict[str, Any]:
     diffusers advises; elsewhere one on the pipeline's device, so the same seed gives the same
     image on the same device."""
     seed = inputs.get("seed")
-    if seed is None or "generator" not in call_params(type(pipe)):
+    if seed is None or "generator" not in call_params(pipe):
         return {}
     import torch
 
@@ -82,7 +87,7 @@ def stoppable(pipe: Any, out: Outputs) -> dict[str, Any]:
     callback_on_step_end, older ones (text-to-video) callback; raising from either ends the call."""
     if out.stop is None:
         return {}
-    params = call_params(type(pipe))
+    params = call_params(pipe)
     if "callback_on_step_end" in params:
 
         def on_step_end(pipe: Any, step: int, timestep: Any, tensors: dict[str, Any]) -> dict[str, Any]:
@@ -131,7 +136,7 @@ def _load_image_to_image(source: str, device: Device) -> Any:
     from diffusers import AutoPipelineForImage2Image
 
     pipe = load_pipeline(source, device)
-    params = call_params(type(pipe))
+    params = call_params(pipe)
     if "image" in params and "strength" not in params and "prompt" not in params:
         return pipe  # image variation pipelines: the image is the whole condition
     if "image" in params and "strength" in params:
@@ -142,7 +147,7 @@ def _load_image_to_image(source: str, device: Device) -> Any:
 
 def _image_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
     image = fit(read_image(inputs["image"]), default_side(pipe))
-    params = call_params(type(pipe))
+    params = call_params(pipe)
     kwargs: dict[str, Any] = {"image": image, "num_inference_steps": steps(inputs)}
     if "prompt" in params:
         kwargs["prompt"] = inputs.get("text") or ""
@@ -162,7 +167,7 @@ def _load_text_to_video(source: str, device: Device) -> Any:
     if not video.available():
         raise RuntimeUnsupported("text-to-video needs the imageio-ffmpeg package to write MP4 files")
     pipe = load_pipeline(source, device)
-    if "num_frames" not in call_params(type(pipe)):
+    if "num_frames" not in call_params(pipe):
         raise RuntimeUnsupported(f"{type(pipe).__name__} is not a text-to-video pipeline")
     return pipe
 

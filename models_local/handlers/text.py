@@ -219,17 +219,18 @@ def _answer(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     enc.pop("overflow_to_sample_mapping", None)
     with torch.inference_mode():
         result = b.model(**tensors_to(enc, b.device))
-    best = None
+    best: tuple[float, int, int] | None = None  # (score, start char, end char)
     for w in range(windows):
         in_context = torch.tensor([s == 1 for s in sequence_ids[w]])
         start = torch.softmax(result.start_logits[w].float().cpu().masked_fill(~in_context, -1e4), -1)
         end = torch.softmax(result.end_logits[w].float().cpu().masked_fill(~in_context, -1e4), -1)
         pair = start[:, None] * end[None, :]
         pair = torch.triu(pair) - torch.triu(pair, diagonal=MAX_ANSWER_TOKENS)  # start <= end < start + N
-        score, flat = pair.flatten().max(0)
+        top, flat = pair.flatten().max(0)
         s, e = divmod(int(flat), pair.shape[1])
-        if best is None or float(score) > best[0]:
-            best = (float(score), int(offsets[w][s][0]), int(offsets[w][e][1]))
+        if best is None or float(top) > best[0]:
+            best = (float(top), int(offsets[w][s][0]), int(offsets[w][e][1]))
+    assert best is not None  # the tokenizer gives at least one window
     score, start_char, end_char = best
     answer = context[start_char:end_char]
     out.text(answer)

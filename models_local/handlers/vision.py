@@ -23,7 +23,8 @@ TOP_K = 5  # classification labels reported
 def load_pipeline(task: str, source: str, device: Device) -> Any:
     from transformers import pipeline
 
-    return pipeline(task, model=source, device=device.name, dtype=device.dtype)
+    # transformers types pipeline() by literal task names only; `task` is one of them, held in a str
+    return pipeline(task, model=source, device=device.name, dtype=device.dtype)  # type: ignore[call-overload]
 
 
 def _loader(task: str):
@@ -161,7 +162,7 @@ def depth_map(pipe: Any, image: Any) -> Any:
     if depth.shape != (image.height, image.width):  # some processors return the model's size
         from PIL import Image
 
-        depth = np.asarray(Image.fromarray(depth).resize(image.size, Image.BICUBIC))
+        depth = np.asarray(Image.fromarray(depth).resize(image.size, Image.Resampling.BICUBIC))
     return np.nan_to_num(depth.astype(np.float32))
 
 

@@ -173,8 +173,8 @@ def decode(task: str, body: bytes, content_type: str, *, chat: bool = False) -> 
     if task == "document-question-answering":
         if not isinstance(raw, dict):
             raise BadInput('"inputs" must be {"question": ..., "image": base64}')
-        image = _media(_b64(raw.get("image"), '"inputs.image"'), "image")
-        return Parsed([({"text": _text(raw.get("question"), '"inputs.question"')}, {"image": image})], params)
+        page = _media(_b64(raw.get("image"), '"inputs.image"'), "image")
+        return Parsed([({"text": _text(raw.get("question"), '"inputs.question"')}, {"image": page})], params)
     if task == "question-answering":
         if not isinstance(raw, dict):
             raise BadInput('"inputs" must be {"question": ..., "context": ...}')
@@ -200,11 +200,12 @@ def decode(task: str, body: bytes, content_type: str, *, chat: bool = False) -> 
 
 def _options(task: str, params: dict[str, Any]) -> dict[str, str]:
     """Protocol parameters the runtime's handlers take as inputs; the others are ignored."""
-    wanted = {
+    by_task: dict[str, dict[str, tuple[str, type[float] | type[int]]]] = {
         "object-detection": {"threshold": ("threshold", float)},
         "text-to-image": {"num_inference_steps": ("steps", int)},
         "image-to-image": {"num_inference_steps": ("steps", int)},
-    }.get(task, {})
+    }
+    wanted = by_task.get(task, {})
     options = {}
     for param, (name, kind) in wanted.items():
         if params.get(param) is not None:

@@ -43,7 +43,7 @@ HEAVY_TASKS = (
     "conversational",
 )
 log = logging.getLogger("ray.serve")
-DEFAULT_GROUPS = {
+DEFAULT_GROUPS: dict[str, dict[str, Any]] = {
     "heavy": {"tasks": list(HEAVY_TASKS), "max_models_per_replica": 1},
     "light": {"max_models_per_replica": 4},  # no tasks: every task no other group takes
 }
@@ -208,4 +208,5 @@ def build(args: dict[str, Any]) -> Any:
     groups = parse_groups(raw_groups)
     ServerSettings.from_mapping(args)  # a bad setting fails the deploy, not the first request
     runners = {g.name: runner_deployment(g).bind(args) for g in groups}
-    return Ingress.bind(runners, raw_groups, args)
+    # mypy keeps a decorated class's type: it does not see that serve.deployment made Ingress a Deployment
+    return Ingress.bind(runners, raw_groups, args)  # type: ignore[attr-defined]
