@@ -143,7 +143,7 @@ def test_browser_one_turn_per_request_with_its_plan_drawn_media_captioned_and_a_
             summary.click()
             chat.get_by_text("Plan: 3 tasks (after 2 attempts)").click()
             drawing = chat.locator(".mermaid svg")
-            drawing.wait_for()
+            drawing.locator(".node").first.wait_for()  # the svg shows before its nodes are drawn
             assert drawing.locator(".node").count() == 3 and drawing.locator(".node.failed").count() == 1
             assert drawing.locator(".node.done").count() == 2
             chat.get_by_text("after task 0").first.wait_for()  # the text list, for screen readers

@@ -253,6 +253,13 @@ def test_a_model_card_declares_the_task(served, tiny):
             "must be a string",
         ),
         ("tiny/vit/pipeline/image-classification", b"not an image", "image/png", 400, "could not be read"),
+        (  # the question missing, and the inputs a bare string: a 400, not a crash
+            "tiny/blip-vqa/pipeline/visual-question-answering",
+            b'{"inputs": "aGVsbG8="}',
+            "application/json",
+            400,
+            "question",
+        ),
         ("tiny/vit/pipeline/image-classification", b'{"inputs": "%%%"}', "application/json", 400, "base64"),
         (
             "tiny/gpt2/pipeline/text-generation",

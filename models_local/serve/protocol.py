@@ -168,7 +168,8 @@ def decode(task: str, body: bytes, content_type: str, *, chat: bool = False) -> 
     raw = payload.get("inputs")
     if task == "visual-question-answering":  # the client sends the image twice: inputs and image
         image = _b64(payload.get("image", raw), '"image"')
-        question = _text(payload.get("question") or (raw or {}).get("question"), '"question"')
+        nested = raw.get("question") if isinstance(raw, dict) else None
+        question = _text(payload.get("question") or nested, '"question"')
         return Parsed([({"text": question}, {"image": _media(image, "image")})], params)
     if task == "document-question-answering":
         if not isinstance(raw, dict):
