@@ -18,6 +18,15 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 os.environ.setdefault("TMPDIR", str(TMP))
 os.environ.setdefault("HUGGINGGPT_CACHE_DIR", str(TMP / "result-cache"))  # CLI runs in subprocesses
 tempfile.tempdir = str(TMP)
+
+# No CA certificates: every httpx client reads the whole CA bundle when it is made (about 40 ms of
+# CPU), and gradio_client makes one for each file of each streamed chat update it downloads (some
+# 45 s of CPU in one full run, measured). The tests speak plain HTTP to 127.0.0.1 only; an empty
+# trust store is also one more guard against a test reaching the network over TLS.
+NO_CERTS = TMP / "no-certs"
+NO_CERTS.mkdir(exist_ok=True)
+os.environ.pop("SSL_CERT_FILE", None)  # httpx would read this file first
+os.environ["SSL_CERT_DIR"] = str(NO_CERTS)
 for key in (
     "OPENAI_API_KEY",
     "HF_TOKEN",
