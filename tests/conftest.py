@@ -1,5 +1,6 @@
 """Test-wide setup: fully offline, and every temporary file inside the checkout."""
 
+import gc
 import os
 import sys
 import tempfile
@@ -67,6 +68,25 @@ def pytest_collection_modifyitems(config, items):
         builds_models = any(name.startswith("tiny") for name in getattr(item, "fixturenames", ()))
         if module in SLOW_MODULES or builds_models:
             item.add_marker(pytest.mark.slow)
+
+
+_frozen_at = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Python's cyclic garbage collector walks every object the process holds: once torch,
+    transformers, diffusers and gradio are imported that is over half a million, about 0.5 s per full
+    collection, and the runtime collects on every model it drops. At the start of each test module,
+    what is still alive (modules, classes, session fixtures) is collected once and then frozen out of
+    later collections; objects made after that, the tests' own, are collected as before. (Garbage
+    cycles among frozen objects are left to the end of the process: memory only, and little.)"""
+    global _frozen_at
+    module = item.nodeid.split("::", 1)[0]
+    if module != _frozen_at:
+        _frozen_at = module
+        gc.collect()
+        gc.freeze()
 
 
 @pytest.fixture(autouse=True)
