@@ -576,7 +576,8 @@ def test_two_visitors_on_trickling_llm_servers_do_not_slow_a_third(tmp_path):
 
     with FakeLLMServer() as normal, FakeLLMServer() as trickling:
         normal.script("plan", '{"tasks": []}').script("respond", "Hello there.")
-        trickling.responder = lambda stage, body: Reply("tick " * 40, chunk_delay=0.25)  # ten seconds a reply
+        trickle = Reply("tick " * 40, chunk_delay=0.25)  # ten seconds a reply
+        trickling.responder = lambda stage, body: trickle
         settings = app_settings(normal, tmp_path / "ws")
         with running_app(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint()) as demo:
 
@@ -606,6 +607,9 @@ def test_two_visitors_on_trickling_llm_servers_do_not_slow_a_third(tmp_path):
             assert len(trickling.requests) == 2
             beside = timed_request()
             assert not any(job.done() for job in slow)  # they were still trickling all along
+            trickle.chunk_delay = 0  # now they may end
+            for job in slow:  # their streams end before the app closes (else it waits 5 s for them)
+                job.result(timeout=30)
     print(f"\nthird visitor: {alone:.2f} s alone, {beside:.2f} s beside two trickling servers")
     assert beside <= alone + 1.0
 
