@@ -28,9 +28,11 @@ def run(*args) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.fixture
-def setup(tiny, tiny_sd, tiny_vit, tmp_path, monkeypatch):
-    monkeypatch.setattr(diffusion, "STEPS", 2)
+@pytest.fixture(scope="module")
+def original(tiny, tiny_sd, tiny_vit, tmp_path_factory):
+    """One run with tiny local models, made once for the module: its trace is what each test replays
+    (none of them changes the run's folder or its trace)."""
+    folder = tmp_path_factory.mktemp("original")
     cards = [
         {"id": "tiny/sd", "task": "text-to-image", "path": tiny_sd, "library": "diffusers"},
         {"id": "tiny/vit", "task": "image-classification", "path": tiny_vit, "library": "transformers"},
@@ -41,20 +43,27 @@ def setup(tiny, tiny_sd, tiny_vit, tmp_path, monkeypatch):
             "library": "transformers",
         },
     ]
-    catalog = tmp_path / "mine.jsonl"
+    catalog = folder / "mine.jsonl"
     catalog.write_text("".join(json.dumps({**c, "local": True, "downloads": 10**12}) + "\n" for c in cards))
-    photo = draw_photo(tmp_path / "photo.png")
-    with FakeLLMServer() as server:
+    photo = draw_photo(folder / "photo.png")
+    with pytest.MonkeyPatch.context() as patch, FakeLLMServer() as server:
+        patch.setattr(diffusion, "STEPS", 2)
         server.script("plan", json.dumps(PLAN)).script("respond", "Here you are.")
         llm = ["--llm-base-url", server.url, "--llm-model", "fake", "--llm-api-key", "sk-x"]
         common = [*llm, "--inference", "local", "--catalog", str(catalog)]
         code, out, err = run(
-            *common, "--workdir", str(tmp_path / "ws"), "--file", photo, "--json", "draw and label"
+            *common, "--workdir", str(folder / "ws"), "--file", photo, "--json", "draw and label"
         )
         assert code == 0, err
-        server.reset()
-        server.script("respond", "Here you are again.")
         yield server, common, Path(json.loads(out)["trace_file"])
+
+
+@pytest.fixture
+def setup(original):
+    server, common, trace_file = original
+    server.reset()
+    server.script("respond", "Here you are again.")
+    return server, common, trace_file
 
 
 def test_replay_reproduces_identical_outputs_with_no_planning_or_selection_call(setup):
