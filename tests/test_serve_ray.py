@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -46,13 +47,14 @@ class Deployed:
     def __init__(self, cluster: RayCluster, url: str, models: Path, files: Path) -> None:
         self.cluster, self.url, self.models, self.files = cluster, url, models, files
         self._killer: subprocess.Popen | None = None
+        self._killer_ready = False
 
     def listing(self) -> dict:
         with urllib.request.urlopen(f"{self.url}/models", timeout=10) as r:
             return json.loads(r.read())
 
-    def kill(self, replica: str) -> None:
-        """Kill a replica's actor as a crash would (a driver connected to this cluster does it)."""
+    def arm_killer(self) -> None:
+        """Start the driver that kills replicas; it takes seconds to connect to the cluster."""
         if self._killer is None:
             self._killer = subprocess.Popen(
                 [sys.executable, "-c", KILLER, self.cluster.address],
@@ -62,7 +64,17 @@ class Deployed:
                 env=self.cluster.env,
                 cwd=ROOT,
             )
+
+    def wait_armed(self) -> None:
+        """Until the killing driver is connected: then kill() acts at once."""
+        self.arm_killer()
+        if not self._killer_ready:
             assert self._killer.stdout.readline().strip() == "ready"
+            self._killer_ready = True
+
+    def kill(self, replica: str) -> None:
+        """Kill a replica's actor as a crash would (a driver connected to this cluster does it)."""
+        self.wait_armed()
         self._killer.stdin.write(replica + "\n")
         self._killer.stdin.flush()
         assert self._killer.stdout.readline().strip() == "killed"
@@ -109,13 +121,12 @@ def test_the_config_deploys_two_runner_replicas_that_hold_models(deployed):
     assert listing["backend"] == "ray-serve" and {"tiny/sd", "tiny/vit"} <= {
         m["id"] for m in listing["models"]
     }
-    with loopback_only():
-        image = InferenceClient(model=f"{deployed.url}/models/tiny/sd/pipeline/text-to-image").text_to_image(
-            "a cat"
-        )
-        labels = InferenceClient(
-            model=f"{deployed.url}/models/tiny/vit/pipeline/image-classification"
-        ).image_classification(deployed.files / "photo.png")
+    sd = InferenceClient(model=f"{deployed.url}/models/tiny/sd/pipeline/text-to-image")
+    vit = InferenceClient(model=f"{deployed.url}/models/tiny/vit/pipeline/image-classification")
+    with loopback_only(), ThreadPoolExecutor(2) as pool:  # each group's replica loads its model meanwhile
+        drawn = pool.submit(sd.text_to_image, "a cat")
+        labelled = pool.submit(vit.image_classification, deployed.files / "photo.png")
+        image, labels = drawn.result(), labelled.result()
     assert image.size == (32, 32) and len(labels) == 5
     resident = {(r["id"], r["group"]) for r in deployed.listing()["resident"]}
     assert {("tiny/sd", "heavy"), ("tiny/vit", "light")} <= resident
@@ -231,8 +242,10 @@ def test_a_replica_killed_mid_request_is_replaced_and_the_next_request_works(dep
     from huggingface_hub.errors import HfHubHTTPError
 
     client = InferenceClient(model=f"{deployed.url}/models/tiny/sd/pipeline/text-to-image", timeout=120)
+    deployed.arm_killer()  # it connects while the model warms up, so the kill lands mid-call
     with loopback_only():
         client.text_to_image("warm up")  # tiny/sd is now resident on one heavy replica
+        deployed.wait_armed()
         (holder,) = [r["replica"] for r in deployed.listing()["resident"] if r["id"] == "tiny/sd"][-1:]
         outcome: dict = {}
 
