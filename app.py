@@ -258,18 +258,18 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
             if conv.ended:  # the conversation ended meanwhile: nothing more is served for it
                 return
             yield (
-                publisher.messages(conv, messages),
-                [publisher.file(conv, t) for t in trace_files],
+                *published(session, messages, trace_files),
                 gr.MultimodalTextbox(value=None, interactive=not running),
             )
 
-    def shown(key: str) -> tuple[list[dict[str, Any]], list[str]]:
-        conv = chat.conversation(key)
-        return publisher.messages(conv, conv.display), [publisher.file(conv, t) for t in conv.traces]
-
     def published(key: str, messages: list[dict[str, Any]], trace_files: list[str]):
+        """The chat and the traces as the page gets them: the conversation's served copies."""
         conv = chat.conversation(key)
         return publisher.messages(conv, messages), [publisher.file(conv, t) for t in trace_files]
+
+    def shown(key: str) -> tuple[list[dict[str, Any]], list[str]]:
+        conv = chat.conversation(key)
+        return published(key, conv.display, conv.traces)
 
     def listing(store: Any) -> Any:
         """This browser's conversations, the open one selected (none yet: a prompt to pick one)."""
@@ -369,8 +369,8 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
     status_outputs = [page.status, *page.problems.values()]
     quiet = {"api_visibility": "private", "show_progress": "hidden"}
     # Stop shows first, then the request runs (two listeners on one trigger would run in turn).
-    started = page.box.submit(lambda: gr.Button(visible=True), None, page.stop, queue=False, **quiet)
     show_stop = (lambda: gr.Button(visible=True), None, page.stop)
+    started = page.box.submit(*show_stop, queue=False, **quiet)
     finish = (after_run, [page.conv_key, page.store], [page.box, page.stop, page.store, page.earlier])
     plan_controls = review_panel.Wiring(
         gr, page.review, chat, session_of=conversation_key, conv_key=page.conv_key,

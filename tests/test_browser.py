@@ -47,6 +47,25 @@ def _browser_or_skip():
 
 
 @contextlib.contextmanager
+def chromium(playwright):
+    """Debian's Chromium, headless, closed at the end."""
+    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+    try:
+        yield browser
+    finally:
+        browser.close()
+
+
+def open_app(browser, url: str, *, height: int):
+    """A page of the app, loaded: its status line is shown."""
+    page = browser.new_page(viewport={"width": 1280, "height": height})
+    page.set_default_timeout(30_000)
+    page.goto(url)
+    page.locator("#status").get_by_text("LLM:").wait_for()
+    return page
+
+
+@contextlib.contextmanager
 def beacon():
     """An HTTP server that records every request: an image the page must never load."""
     hits: list[str] = []
@@ -100,14 +119,11 @@ def test_browser_one_turn_per_request_with_its_plan_drawn_media_captioned_and_a_
     with (
         running_app(app_settings(llm_server, tmp_path / "ws"), catalog=catalog) as demo,
         sync_playwright() as p,
+        chromium(p) as browser,
         beacon() as (tracker, hits),
     ):
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1500})
-            page.set_default_timeout(30_000)
-            page.goto(demo.local_url)
-            page.locator("#status").get_by_text("LLM:").wait_for()
+            page = open_app(browser, demo.local_url, height=1500)
             assert "fake-controller at http://127.0.0.1" in page.locator("#status").inner_text()
             assert not page.locator("#stop").is_visible()  # nothing runs yet
 
@@ -222,5 +238,3 @@ def test_browser_one_turn_per_request_with_its_plan_drawn_media_captioned_and_a_
                 for trace in conv.traces:
                     print("trace at failure:", Path(trace).read_text()[-4000:])
             raise
-        finally:
-            browser.close()

@@ -7,7 +7,7 @@ import time
 import pytest
 from app_support import app_settings, fake_catalog, photo, running_app
 from fakes.endpoints import FakeEndpoint
-from test_browser import ARGS, CHROMIUM, SCREENSHOTS, _browser_or_skip
+from test_browser import SCREENSHOTS, _browser_or_skip, chromium, open_app
 
 CATALOG = fake_catalog()
 
@@ -21,67 +21,64 @@ def test_browser_review_edit_an_argument_run_the_plan_and_regenerate_its_image(l
     sync_playwright = _browser_or_skip()
     endpoint = FakeEndpoint(duration=0.1)
     settings = app_settings(llm_server, tmp_path / "ws")
-    with running_app(settings, catalog=CATALOG, endpoint=endpoint) as demo, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1600})
-            page.set_default_timeout(30_000)
-            page.goto(demo.local_url)
-            page.locator("#status").get_by_text("LLM:").wait_for()
-            assert page.locator("#review-form").count() == 0
-            page.locator("#review-toggle input[type=checkbox]").check()
+    with (
+        running_app(settings, catalog=CATALOG, endpoint=endpoint) as demo,
+        sync_playwright() as p,
+        chromium(p) as browser,
+    ):
+        page = open_app(browser, demo.local_url, height=1600)
+        assert page.locator("#review-form").count() == 0
+        page.locator("#review-toggle input[type=checkbox]").check()
 
-            page.locator("#request input[type=file]").set_input_files(str(photo(tmp_path / "street.png")))
-            page.locator("#request img").first.wait_for()
-            box = page.locator("#request textarea")
-            box.fill("[conv-review] caption this, draw it and read it aloud")
-            box.press("Enter")
+        page.locator("#request input[type=file]").set_input_files(str(photo(tmp_path / "street.png")))
+        page.locator("#request img").first.wait_for()
+        box = page.locator("#request textarea")
+        box.fill("[conv-review] caption this, draw it and read it aloud")
+        box.press("Enter")
 
-            chat = page.locator("#chat")
-            form = page.locator("#review-form").first  # Gradio puts a group's id on two nested divs
-            form.wait_for()  # planned and selected; nothing ran
-            chat.get_by_text("Review the plan").first.wait_for()
-            assert endpoint.calls == []
-            assert page.locator("#review-task-1").inner_text() == "Task 1 · text-to-image"
-            assert field(page, "review-arg-1-text").input_value() == "<resource>-0"
-            assert field(page, "review-model-0").input_value() == "org/captioner-a"
+        chat = page.locator("#chat")
+        form = page.locator("#review-form").first  # Gradio puts a group's id on two nested divs
+        form.wait_for()  # planned and selected; nothing ran
+        chat.get_by_text("Review the plan").first.wait_for()
+        assert endpoint.calls == []
+        assert page.locator("#review-task-1").inner_text() == "Task 1 · text-to-image"
+        assert field(page, "review-arg-1-text").input_value() == "<resource>-0"
+        assert field(page, "review-model-0").input_value() == "org/captioner-a"
 
-            # a dependency that is not a task number: the problem shows beside task 2, nothing runs
-            field(page, "review-arg-1-text").fill("a red boat at sea")
-            field(page, "review-dep-2").fill("zero")
-            page.locator("#review-run").click()
-            problem = page.locator("#review-problems-2")
-            problem.get_by_text("dependencies are task numbers").wait_for()
-            assert field(page, "review-arg-1-text").input_value() == "a red boat at sea"  # kept as typed
-            assert endpoint.calls == [] and chat.get_by_text("Answer for conv-review").count() == 0
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOTS / "review_form.png"), full_page=True)
+        # a dependency that is not a task number: the problem shows beside task 2, nothing runs
+        field(page, "review-arg-1-text").fill("a red boat at sea")
+        field(page, "review-dep-2").fill("zero")
+        page.locator("#review-run").click()
+        problem = page.locator("#review-problems-2")
+        problem.get_by_text("dependencies are task numbers").wait_for()
+        assert field(page, "review-arg-1-text").input_value() == "a red boat at sea"  # kept as typed
+        assert endpoint.calls == [] and chat.get_by_text("Answer for conv-review").count() == 0
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "review_form.png"), full_page=True)
 
-            field(page, "review-dep-2").fill("0")
-            page.locator("#review-run").click()
-            chat.get_by_text("Answer for conv-review").wait_for()
-            form.wait_for(state="hidden")
-            chat.get_by_text("▶ Run the plan (task 1: arguments changed)").wait_for()
-            drawn = [c for c in endpoint.calls if c[0] == "text-to-image"]
-            assert len(endpoint.calls) == 3 and drawn[0][2]["text"] == "a red boat at sea"
+        field(page, "review-dep-2").fill("0")
+        page.locator("#review-run").click()
+        chat.get_by_text("Answer for conv-review").wait_for()
+        form.wait_for(state="hidden")
+        chat.get_by_text("▶ Run the plan (task 1: arguments changed)").wait_for()
+        drawn = [c for c in endpoint.calls if c[0] == "text-to-image"]
+        assert len(endpoint.calls) == 3 and drawn[0][2]["text"] == "a red boat at sea"
 
-            # the generated image gets a new seed on a click: only that task runs again
-            page.locator("#regenerate-1").click()
-            deadline = time.time() + 30
-            while chat.get_by_text("Answer for conv-review").count() < 2:
-                assert time.time() < deadline, "no second answer"
-                time.sleep(0.1)
-            assert [c[0] for c in endpoint.calls[3:]] == ["text-to-image"]
-            chat.get_by_text("▶ Regenerate task 1 with a new seed").wait_for()
-            # the voice came from the result cache, and says so under its clip
-            chat.get_by_text("Task 2 · text-to-speech · org/speaker · from the cache").wait_for()
-            page.locator("#regenerate-1").wait_for()  # offered again for the new image
-            page.locator("#edit-last").wait_for()  # the last plan can be opened for editing again
-            page.screenshot(path=str(SCREENSHOTS / "review_after_regenerate.png"), full_page=True)
+        # the generated image gets a new seed on a click: only that task runs again
+        page.locator("#regenerate-1").click()
+        deadline = time.time() + 30
+        while chat.get_by_text("Answer for conv-review").count() < 2:
+            assert time.time() < deadline, "no second answer"
+            time.sleep(0.1)
+        assert [c[0] for c in endpoint.calls[3:]] == ["text-to-image"]
+        chat.get_by_text("▶ Regenerate task 1 with a new seed").wait_for()
+        # the voice came from the result cache, and says so under its clip
+        chat.get_by_text("Task 2 · text-to-speech · org/speaker · from the cache").wait_for()
+        page.locator("#regenerate-1").wait_for()  # offered again for the new image
+        page.locator("#edit-last").wait_for()  # the last plan can be opened for editing again
+        page.screenshot(path=str(SCREENSHOTS / "review_after_regenerate.png"), full_page=True)
 
-            page.reload()  # the toggle is kept in this browser, like the other settings
-            chat.get_by_text("▶ Regenerate task 1 with a new seed").wait_for()
-            page.locator("#regenerate-1").wait_for()
-            assert page.locator("#review-toggle input[type=checkbox]").is_checked()
-        finally:
-            browser.close()
+        page.reload()  # the toggle is kept in this browser, like the other settings
+        chat.get_by_text("▶ Regenerate task 1 with a new seed").wait_for()
+        page.locator("#regenerate-1").wait_for()
+        assert page.locator("#review-toggle input[type=checkbox]").is_checked()

@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from hugginggpt.catalog import Catalog
-from hugginggpt.plan import Plan
+from hugginggpt.plan import Plan, Task
 from hugginggpt.planfile import Edit, PlanFileError, apply_edits, problems_by_task
 from hugginggpt.seeds import MAX_SEED
 from hugginggpt.selection import Choice
@@ -111,7 +111,7 @@ def read_back(
     by_id = draft.plan.by_id()
     for t in typed["tasks"]:
         try:
-            edit = _edit(t, by_id[t["id"]].dep, draft.choices.get(t["id"]))
+            edit = _edit(t, by_id[t["id"]], draft.choices.get(t["id"]))
         except ValueError as e:
             problems.setdefault(t["id"], []).append(str(e))
             continue
@@ -164,22 +164,20 @@ def _typed(form: Mapping[str, Any], values: Sequence[Any]) -> dict[str, Any]:
     return typed
 
 
-def _edit(typed: Mapping[str, Any], dep: Sequence[int], choice: Choice | None) -> Edit | None:
+def _edit(typed: Mapping[str, Any], task: Task, choice: Choice | None) -> Edit | None:
     """What changed in one task; None when nothing did. ValueError says what cannot be read."""
     if typed["delete"]:
         return Edit(delete=True)
-    deps = _deps(typed["dep"])
-    seed = _seed(typed["seed"])
-    model = typed["model"]
+    deps, seed, model = _deps(typed["dep"]), _seed(typed["seed"]), typed["model"]
     shown_model = choice.model.id if choice is not None and choice.model is not None else ""
-    args = {name: value for name, value in typed["args"].items()}
     edit = Edit(
-        args=args,
-        dep=deps if deps != tuple(d for d in dep if d >= 0) else None,
+        args=dict(typed["args"]),
+        dep=deps if deps != tuple(d for d in task.dep if d >= 0) else None,
         model=model if model and model != shown_model else None,
         seed=seed if seed is not None and (choice is None or seed != choice.seed) else None,
     )
-    return edit
+    unchanged = edit.dep is None and edit.model is None and edit.seed is None
+    return None if unchanged and edit.args == task.args else edit
 
 
 def _deps(text: str) -> tuple[int, ...]:
