@@ -44,7 +44,8 @@ CSS = """
 .hg-failed { color: #b91c1c; }
 .hg-skipped { color: #a16207; }
 .hg-stopped, .hg-not-finished, .hg-waiting { color: #4b5563; }
-.field-problem, .field-problem * { color: #b91c1c !important; font-size: 0.9em; }
+.field-problem { font-size: 0.9em; }
+.field-problem, .field-problem * { color: #b91c1c !important; }
 #review-form { padding: 0.75em; }
 #chat .mermaid svg { max-width: 100%; height: auto; }
 @media (max-width: 480px) {
