@@ -77,6 +77,7 @@ class _Slot:
     open: bool = False  # has a real choice to make: waits for a selection call
     asked: bool = False
     started: bool = False
+    over: bool = False  # its worker said Finished (only then is its record complete), or skipped
     warmed: bool = False
     times: dict[str, Any] = field(default_factory=dict)
 
@@ -388,11 +389,12 @@ class StreamingRun:
                 if slot.started or slot.record.status is not TaskStatus.PENDING or slot.choice is None:
                     continue
                 deps = [self.slots.get(d) for d in slot.task.dep]
-                broken = next((d for d in deps if d is not None and d.record.status in _BROKEN), None)
+                over = [d for d in deps if d is not None and d.over]
+                broken = next((d for d in over if d.record.status in _BROKEN), None)
                 if broken is not None:
                     yield self._skip(slot, broken)
                     changed = True
-                elif all(d is not None and d.record.status is TaskStatus.DONE for d in deps):
+                elif len(over) == len(deps) and all(d.record.status is TaskStatus.DONE for d in over):
                     yield from self._start(slot)
                 elif not slot.warmed and slot.choice.model is not None:
                     slot.warmed = True
@@ -403,6 +405,7 @@ class StreamingRun:
         why = "failed" if done.status is TaskStatus.FAILED else "was skipped"
         reason = f"it needs task {done.id} ({done.task}), which {why}"
         slot.record.status, slot.record.error = TaskStatus.SKIPPED, reason
+        slot.over = True
         slot.times["finished"] = self._now()
         return TaskSkipped(slot.task.id, slot.task.task, reason)
 
@@ -422,6 +425,7 @@ class StreamingRun:
         shown = self.slots.get(slot.task.id) is slot  # a dropped task's work is not shown
         if isinstance(message, Finished):
             self.running -= 1
+            slot.over = True
             slot.times.setdefault("finished", self._now())
             if self._first_start is not None:
                 self.timings["execute"] = self._now() - self._first_start
