@@ -52,7 +52,7 @@ CAPTION = task(0, "image-to-text", {"image": "photo.png"})
 SPEAK = task(1, "text-to-speech", {"text": "<resource>-0"}, [0])
 
 
-def plan_reply(*tasks, chunk_delay=0.02):
+def plan_reply(*tasks, chunk_delay=0.01):
     return Reply(json.dumps({"tasks": list(tasks)}), chunk_chars=4, chunk_delay=chunk_delay)
 
 
@@ -139,7 +139,7 @@ def test_the_scanner_stays_within_the_plan_limits():
 
 
 def test_tasks_start_while_the_plan_is_written_and_the_trace_times_them(server, photo, tmp_path):
-    padding = [task(i, "text-to-speech", {"text": f"word {i}"}) for i in range(2, 8)]
+    padding = [task(i, "text-to-speech", {"text": f"word {i}"}) for i in range(2, 5)]
     server.script("plan", plan_reply(CAPTION, SPEAK, *padding))
     server.script("respond", "done")
     endpoint = TimedEndpoint(duration=0.05)
@@ -151,12 +151,12 @@ def test_tasks_start_while_the_plan_is_written_and_the_trace_times_them(server, 
     # one candidate per task: no selection call at all
     assert server.stages() == ["plan", "respond"] and done.llm_calls == 2
     times = {t["id"]: t for t in done.trace["plan_stream"]["tasks"]}
-    assert set(times) == set(range(8))
+    assert set(times) == set(range(5))
     for t in times.values():
         assert t["parsed"] <= t["selected"] <= t["started"] <= t["finished"]
     assert times[1]["started"] >= times[0]["finished"]  # it needed task 0's caption
     assert times[0]["started"] - times[0]["parsed"] < 0.3
-    assert [r.id for r in done.records] == list(range(8))
+    assert [r.id for r in done.records] == list(range(5))
 
 
 def test_with_streaming_off_nothing_starts_before_the_plan_is_complete(server, photo, tmp_path):
@@ -247,10 +247,27 @@ def test_a_plan_whose_later_part_is_invalid_keeps_done_tasks_and_stops_dropped_o
     assert len(rejected) == 1 and "image-to-sound" in rejected[0].problems[0]
 
 
+def test_a_task_done_before_the_correction_is_served_from_the_cache_under_its_new_id(server, photo, tmp_path):
+    from hugginggpt.cache import ResultCache
+
+    wrong = task(1, "image-to-sound", {"image": "photo.png"})
+    renumbered = {**CAPTION, "id": 7}
+    server.script("plan", plan_reply(CAPTION, wrong))
+    server.script("plan", Reply(json.dumps({"tasks": [renumbered]}), delay=0.3))
+    server.script("respond", "done")
+    endpoint = TimedEndpoint()
+    p = pipeline(server, endpoint)
+    p.cache = ResultCache(tmp_path / "cache", 10**8)
+    events, done = run(p, tmp_path, photo)
+    assert done.error is None and [r.id for r in done.records] == [7]
+    assert done.records[0].cached and [c[1] for c in endpoint.calls] == ["cap-only"]  # ran once
+    assert [e.task_id for _, e in events if isinstance(e, TaskDropped)] == [0]
+
+
 def test_stop_during_the_plan_stream_ends_the_call_and_the_tasks(server, photo, tmp_path):
     padding = [task(i, "text-to-speech", {"text": f"word {i}"}) for i in range(2, 12)]
     slow = task(1, "text-to-speech", {"text": "a long story"})
-    server.script("plan", plan_reply(CAPTION, slow, *padding, chunk_delay=0.05))
+    server.script("plan", plan_reply(CAPTION, slow, *padding, chunk_delay=0.02))
     server.script("select", "{}").script("respond", "done")
     endpoint = TimedEndpoint(hanging={"tts-a"}, hang=10)
     cancelled = threading.Event()
@@ -318,3 +335,13 @@ def test_the_local_runtime_loads_a_model_ahead_of_its_first_call(tmp_path):
     assert runtime.loads == 1 and runtime.cached() == ["m"]
     assert runtime.run("edges", "m", {}, tmp_path) == [{"kind": "text", "value": "ok"}]
     assert runtime.loads == 1  # the call found it loaded
+
+
+def test_a_task_that_fails_while_the_plan_streams_skips_what_needs_it(server, photo, tmp_path):
+    server.script("plan", plan_reply(CAPTION, SPEAK)).script("respond", "done")
+    endpoint = TimedEndpoint(failing={"cap-only"})
+    events, done = run(pipeline(server, endpoint), tmp_path, photo)
+    assert done.error is None
+    assert [str(r.status) for r in done.records] == ["failed", "skipped"]
+    assert done.records[1].error == "it needs task 0 (image-to-text), which failed"
+    assert [c[0] for c in endpoint.calls] == ["image-to-text"]
