@@ -140,7 +140,6 @@ class StreamingRun:
         ctx: RunContext,
         settings: Settings,
         plan_options: dict[str, Any],
-        seeds: dict[int, int] | None = None,
     ) -> None:
         self.llm = llm
         self.request = request
@@ -149,7 +148,6 @@ class StreamingRun:
         self.s = settings
         self.plan_options = plan_options  # for plan_steps: files, history, rules, limits, ...
         self.rules: FileRules = plan_options["rules"]
-        self.seeds = seeds or {}
         self.cancelled = ctx.cancelled
         self.inbox: queue.Queue[Any] = queue.Queue()
         self.scanner = TaskScanner(plan_options.get("limits") or PlanLimits())
@@ -372,7 +370,7 @@ class StreamingRun:
 
     def _set_choice(self, slot: _Slot, choice: Choice) -> None:
         task = slot.task
-        slot.choice = with_seeds(Plan([task]), {task.id: choice}, self.s.seed, self.seeds)[task.id]
+        slot.choice = with_seeds(Plan([task]), {task.id: choice}, self.s.seed)[task.id]
         slot.times["selected"] = self._now()
 
     # ---- execution --------------------------------------------------------------------------
