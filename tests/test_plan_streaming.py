@@ -345,3 +345,32 @@ def test_a_task_that_fails_while_the_plan_streams_skips_what_needs_it(server, ph
     assert [str(r.status) for r in done.records] == ["failed", "skipped"]
     assert done.records[1].error == "it needs task 0 (image-to-text), which failed"
     assert [c[0] for c in endpoint.calls] == ["image-to-text"]
+
+
+def test_the_chat_shows_a_task_running_while_the_llm_still_writes_the_plan(server, tmp_path):
+    from PIL import Image
+
+    from webui.chat import ChatApp
+    from webui.session_settings import LLMChoice
+
+    photo = tmp_path / "photo.png"
+    Image.new("RGB", (16, 16), (90, 120, 200)).save(photo)
+
+    padding = [task(i, "text-to-speech", {"text": f"word {i}"}) for i in range(2, 6)]
+    server.script("plan", plan_reply(CAPTION, SPEAK, *padding, chunk_delay=0.02))
+    server.script("respond", "done")
+    settings = Settings(
+        llm_base_url=server.url, llm_model="fake", llm_api_key="x", inference="local", workdir=str(tmp_path)
+    )
+    chat = ChatApp(settings, catalog=CATALOG, endpoint=TimedEndpoint(duration=0.2))
+    seen = None
+    turn = chat.respond("s1", {"text": "caption it", "files": [str(photo)]}, LLMChoice())
+    for messages, _, _ in turn:
+        titles = [(m.get("metadata") or {}).get("title", "") for m in messages]
+        if any("so far" in t for t in titles) and any("Task 0" in t and "running" in t for t in titles):
+            seen = messages
+            break
+    turn.close()
+    assert seen is not None  # the plan box still filling in, and its first task already running
+    box = next(m for m in seen if "so far" in (m.get("metadata") or {}).get("title", ""))
+    assert "mermaid" in box["content"] and "image-to-text" in box["content"]
