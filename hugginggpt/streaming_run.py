@@ -416,6 +416,9 @@ class StreamingRun:
         self.running += 1
         records = {i: s.record for i, s in self.slots.items()}
         ctx = replace(self.ctx, cancelled=slot.stop)
+        if any(s.task.id == slot.task.id for s in self.every[: slot.serial]):
+            # a dropped task of the same id may still be writing in task-<id>: another folder
+            ctx = replace(ctx, run_dir=ctx.run_dir / f"replacement-{slot.serial}")
         inbox = _WorkerInbox(self.inbox, slot.serial)
         self.pool.submit(run_task, slot.task, slot.choice, records, ctx, inbox)
 

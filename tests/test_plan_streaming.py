@@ -219,7 +219,7 @@ def test_a_dependency_on_a_task_not_yet_seen_waits_for_the_whole_plan(server, ph
 def test_a_plan_whose_later_part_is_invalid_keeps_done_tasks_and_stops_dropped_ones(server, photo, tmp_path):
     slow_speech = task(1, "text-to-speech", {"text": "a long story"})
     wrong = task(2, "image-to-sound", {"image": "photo.png"})  # no such task type
-    detect = task(3, "object-detection", {"image": "photo.png"})
+    detect = task(1, "object-detection", {"image": "photo.png"})  # the id of the dropped task
     server.script("plan", plan_reply(CAPTION, slow_speech, wrong))
     server.script("plan", Reply(json.dumps({"tasks": [CAPTION, detect]}), delay=0.3))  # the fix
     server.script("select", "{}").script("respond", "done")
@@ -236,13 +236,15 @@ def test_a_plan_whose_later_part_is_invalid_keeps_done_tasks_and_stops_dropped_o
     dropped = [e for _, e in events if isinstance(e, TaskDropped)]
     assert [d.task_id for d in dropped] == [1]
     # nothing of the dropped task is the answer's work
-    assert [r.id for r in done.records] == [0, 3]
-    assert [t["id"] for t in done.trace["tasks"]] == [0, 3]
+    assert [(r.id, r.task) for r in done.records] == [(0, "image-to-text"), (1, "object-detection")]
+    assert [t["id"] for t in done.trace["tasks"]] == [0, 1]
+    files = [a.path for a in done.records[1].outputs if a.path is not None]
+    assert files and all("replacement-" in str(f) for f in files)  # not where the dropped one wrote
     respond_prompt = json.dumps(server.requests[-1]["messages"])
     assert "cap-only" in respond_prompt and "tts-a" not in respond_prompt
     streamed = {(t["id"], t["task"]): t for t in done.trace["plan_stream"]["tasks"]}
     assert "dropped" in streamed[(1, "text-to-speech")] and "dropped" not in streamed[(0, "image-to-text")]
-    assert not any(isinstance(e, TaskFinished) and e.task_id == 1 for _, e in events)
+    assert not any(isinstance(e, TaskFinished) and e.task == "text-to-speech" for _, e in events)
     rejected = [e for _, e in events if isinstance(e, PlanRejected)]
     assert len(rejected) == 1 and "image-to-sound" in rejected[0].problems[0]
 
