@@ -295,10 +295,9 @@ class RunView:
 
     def _forget(self, i: int) -> None:
         """A task the plan that counts does not have: its box and outputs leave the turn."""
-        for message in [self._tasks.pop(i, None), *self._media_of.pop(i, [])]:
-            if message is not None:
-                self.messages.remove(message)
-        for known in (self.states, self.names, self.models, self.texts):
+        gone = [id(m) for m in (self._tasks.pop(i, None), *self._media_of.pop(i, [])) if m is not None]
+        self.messages[:] = [m for m in self.messages if id(m) not in gone]  # by identity: dicts may be equal
+        for known in (self.states, self.names, self.models, self.texts, self._task_started):
             known.pop(i, None)
         self.cached.discard(i)
         if self.plan is not None:
