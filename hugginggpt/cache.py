@@ -228,6 +228,9 @@ class CachingEndpoint(Endpoint):
     def can_run(self, model: ModelCard) -> bool:
         return self.inner.can_run(model)
 
+    def warm(self, task: str, model: ModelCard) -> bool:
+        return self.inner.warm(task, model)
+
     def run(
         self,
         task: str,

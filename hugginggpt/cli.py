@@ -27,8 +27,10 @@ from .events import (
     PlanReady,
     PlanRejected,
     StageStarted,
+    TaskDropped,
     TaskFailed,
     TaskFinished,
+    TaskPlanned,
     TaskSkipped,
     TaskStarted,
 )
@@ -282,6 +284,11 @@ def describe(event: Event, root: Path) -> str | None:
                 return "[plan] no model needed: answering directly"
             steps = ", ".join(f"{t.id}:{t.task}" + (f"<-{t.dep}" if t.dep else "") for t in plan.tasks)
             return f"[plan] {len(plan)} task(s): {steps}"
+        case TaskPlanned(task=t):
+            after = f"<-{t.dep}" if t.dep else ""
+            return f"[plan] task {t.id}:{t.task}{after} (the LLM is still writing the plan)"
+        case TaskDropped(task_id=i, reason=reason):
+            return f"[task {i}] dropped: {reason}"
         case ModelSelected(task_id=i, task=task, model=model, reason=reason):
             return f"[select] task {i} {task}: {model} ({reason})"
         case TaskStarted(task_id=i, task=task, model=model, attempt=attempt):

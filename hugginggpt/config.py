@@ -57,6 +57,7 @@ class Settings:
     candidate_tokens: int = 120  # per candidate description in the selection prompt
     # Execution.
     max_workers: int = 4
+    stream_execution: bool = True  # tasks start while the LLM writes the plan (streaming_run.py)
     task_timeout: float = 300.0
     task_attempts: int = 2  # models tried per task before it fails for good
     allow_urls: bool = False

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .artifacts import Artifact
-from .plan import Plan
+from .plan import Plan, Task
 from .records import TaskRecord
 
 if TYPE_CHECKING:  # selection imports this module
@@ -77,6 +77,24 @@ class PlanRejected:
 class PlanReady:
     plan: Plan
     attempts: int  # 1 when the first plan was valid
+
+
+@dataclass(frozen=True)
+class TaskPlanned:
+    """A task of the plan the LLM is still writing is complete (streaming execution): it may start
+    before PlanReady, which still carries the plan that counts."""
+
+    task: Task
+
+
+@dataclass(frozen=True)
+class TaskDropped:
+    """A task started from the plan as it streamed is not in the plan that counts (the LLM's plan
+    was rejected and corrected): it was stopped, and its work is not the answer's."""
+
+    task_id: int
+    task: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -164,6 +182,8 @@ Event = (
     StageStarted
     | PlanRejected
     | PlanReady
+    | TaskPlanned
+    | TaskDropped
     | ModelSelected
     | TaskStarted
     | TaskFinished

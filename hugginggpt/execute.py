@@ -14,7 +14,7 @@ from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from . import tasks as task_types
 from .artifacts import Artifact, ArtifactKind
@@ -47,11 +47,17 @@ class RunContext:
     cancelled: threading.Event = field(default_factory=threading.Event)
 
 
-class _Finished:
-    """Internal message from a worker: its task is over (its record holds the result)."""
+class Finished:
+    """Message from a worker: its task is over (its record holds the result)."""
 
     def __init__(self, task_id: int):
         self.task_id = task_id
+
+
+class Inbox(Protocol):
+    """Where a worker posts its events and, last, Finished: a queue.Queue."""
+
+    def put(self, item: Event | Finished) -> None: ...
 
 
 def execute_steps(
@@ -66,14 +72,14 @@ def execute_steps(
         for d in t.dep:
             dependants[d].append(t.id)
 
-    inbox: queue.Queue[Event | _Finished] = queue.Queue()
+    inbox: queue.Queue[Event | Finished] = queue.Queue()
     running = 0
     pool = ThreadPoolExecutor(max_workers=ctx.settings.max_workers, thread_name_prefix="task")
 
     def start(task_id: int) -> None:
         nonlocal running
         running += 1
-        pool.submit(_run_task, by_id[task_id], choices[task_id], records, ctx, inbox)
+        pool.submit(run_task, by_id[task_id], choices[task_id], records, ctx, inbox)
 
     finished = False
     try:
@@ -82,7 +88,7 @@ def execute_steps(
                 start(t.id)
         while running:
             message = inbox.get()
-            if not isinstance(message, _Finished):
+            if not isinstance(message, Finished):
                 yield message
                 continue
             running -= 1
@@ -120,13 +126,14 @@ def _skip_dependants(
                 frontier.append((child, f"it needs task {child}, which was skipped"))
 
 
-def _run_task(
+def run_task(
     task: Task,
     choice: Choice,
     records: dict[int, TaskRecord],
     ctx: RunContext,
-    inbox: queue.Queue,
+    inbox: Inbox,
 ) -> None:
+    """In a worker thread: the task's models in turn until one succeeds; ends with Finished."""
     record = records[task.id]
     started = time.perf_counter()
 
@@ -184,7 +191,7 @@ def _run_task(
         fail(f"internal error: {type(e).__name__}: {e}", record.model or "")
     finally:
         record.seconds = time.perf_counter() - started
-        inbox.put(_Finished(task.id))
+        inbox.put(Finished(task.id))
 
 
 class _AnyOf:

@@ -12,7 +12,8 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Generator
+from collections.abc import Callable, Generator
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -118,19 +119,27 @@ class LLM(ABC):
         Closing the generator must release the connection (the server stops generating)."""
 
     def complete(
-        self, messages: list[Message], *, stage: str, schema: dict[str, Any] | None = None
+        self,
+        messages: list[Message],
+        *,
+        stage: str,
+        schema: dict[str, Any] | None = None,
+        on_piece: Callable[[str], None] | None = None,
     ) -> Completion:
         """The whole reply. With `schema`, ask for JSON of that shape where the server supports it.
 
-        A reply that takes longer than the limit is an LLMError; a longer one is cut (`cut` says so)."""
-        parts: list[str] = []
+        A reply that takes longer than the limit is an LLMError; a longer one is cut (`cut` says so).
+        `on_piece` sees each piece as it arrives; an exception it raises ends the call there."""
         steps = self.stream(messages, stage=stage, schema=schema)
-        while True:
-            try:
-                parts.append(next(steps))
-            except StopIteration as end:
-                completion: Completion = end.value
-                break
+        with closing(steps):
+            while True:
+                try:
+                    piece = next(steps)
+                except StopIteration as end:
+                    completion: Completion = end.value
+                    break
+                if on_piece is not None:
+                    on_piece(piece)
         if completion.cut and completion.cut.startswith(_SLOW):
             raise LLMError(f"The LLM {self.describe()} failed: {completion.cut}")
         return completion

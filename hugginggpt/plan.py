@@ -123,12 +123,24 @@ def _add_implied_deps(plan_tasks: list[Task]) -> list[str]:
     ids = {t.id for t in plan_tasks}
     repairs = []
     for t in plan_tasks:
-        implied = {n for refs in t.references().values() for n in refs} & ids
-        missing = sorted(implied - set(t.dep) - {t.id})
+        missing = _implied_deps(t, ids)
         if missing:
             t.dep.extend(missing)
             repairs.append(f"task {t.id}: added dependency on {', '.join(map(str, missing))}, which it uses")
     return repairs
+
+
+def _implied_deps(task: Task, ids: set[int]) -> list[int]:
+    implied = {n for refs in task.references().values() for n in refs} & ids
+    return sorted(implied - set(task.dep) - {task.id})
+
+
+def task_from_raw(raw: dict[str, Any], index: int, *, known: set[int]) -> Task:
+    """One task object as parse_plan reads it (item `index` of the list), for a plan still being
+    written: references to the `known` tasks add the dependencies they imply."""
+    task = _task_from_raw(raw, index)
+    task.dep.extend(_implied_deps(task, known))
+    return task
 
 
 def _load_json(reply: str) -> Any:

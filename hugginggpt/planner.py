@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 
 from . import prompts
@@ -111,6 +111,7 @@ def plan_steps(
     history_tokens: int = 1500,
     cancelled: threading.Event | None = None,
     limits: PlanLimits | None = None,
+    on_piece: Callable[[str], None] | None = None,
 ) -> Generator[PlanRejected, None, PlanOutcome]:
     """Ask for a plan; while it has problems, show them to the LLM and ask again (bounded).
 
@@ -118,14 +119,15 @@ def plan_steps(
     `rules=None` leaves literal file names unchecked (as for benchmark requests that only mention
     files); otherwise a file argument must name one of `rules.uploads`.
     LLMError (the backend failing) propagates: that is not the plan's fault. Once `cancelled` is
-    set no correction is asked for: the outcome then has no plan and no error.
+    set no correction is asked for: the outcome then has no plan and no error. `on_piece` sees
+    each reply as it streams (streaming_run.py starts tasks from it).
     """
     messages = planning_messages(
         request, files=files, history=history, shots=shots, history_tokens=history_tokens
     )
     outcome = PlanOutcome(plan=None)
     for attempt in range(1, max_retries + 2):
-        completion = llm.complete(messages, stage="plan", schema=PLAN_SCHEMA)
+        completion = llm.complete(messages, stage="plan", schema=PLAN_SCHEMA, on_piece=on_piece)
         reply = completion.text
         outcome.attempts = attempt
         outcome.replies.append(reply)

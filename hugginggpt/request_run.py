@@ -30,6 +30,7 @@ from .records import TaskRecord
 from .respond import respond_steps
 from .seeds import with_seeds
 from .selection import Choice, select_steps
+from .streaming_run import StreamingRun
 from .trace import build_trace, write_trace
 from .workspace import Workspace
 
@@ -104,6 +105,7 @@ class RequestRun:
         self.trace_saved = False
         self.incomplete: str | None = None
         self.over_time = threading.Event()  # the request ran past request_seconds
+        self.plan_stream: dict[str, Any] | None = None  # task timings of a streaming run
 
     def events(self, files: Sequence[Path]) -> Iterator[Event]:
         started = time.perf_counter()
@@ -178,6 +180,11 @@ class RequestRun:
         self.cancelled.set()  # everything the run started stops as on Stop
 
     def _stages(self, new_files: list[Path]) -> Generator[Event, None, None]:
+        if self.mode.plan is None and self.s.stream_execution and not self.mode.stop_after_select:
+            yield from self._streaming_stage(new_files)
+            if self.mode.answer:
+                yield from self._respond_stage()
+            return
         if self.mode.plan is None:
             plan = yield from self._plan_stage(new_files)
         else:
@@ -202,25 +209,27 @@ class RequestRun:
         yield PlanReady(plan, 0)  # no attempt: nothing was asked of the LLM
         return plan
 
+    def _plan_options(self, new_files: list[Path]) -> dict[str, Any]:
+        available = self.workspace.files()
+        infos = [
+            FileInfo(kind_of_file(path) or "file", name, new=path in new_files)
+            for name, path in available.items()
+        ]
+        return dict(
+            files=infos,
+            history=self.history,
+            shots=self.s.shots,
+            max_retries=self.s.max_plan_retries,
+            rules=FileRules(uploads=frozenset(available), allow_urls=self.s.allow_urls),
+            history_tokens=self.s.history_tokens,
+            limits=PlanLimits(max_chars=self.s.max_plan_chars, max_tasks=self.s.max_plan_tasks),
+        )
+
     def _plan_stage(self, new_files: list[Path]) -> Generator[Event, None, Plan]:
         yield StageStarted(Stage.PLAN)
         with self._timed(Stage.PLAN):
-            available = self.workspace.files()
-            infos = [
-                FileInfo(kind_of_file(path) or "file", name, new=path in new_files)
-                for name, path in available.items()
-            ]
             self.planning = yield from plan_steps(  # rejected plans are shown as they happen
-                self.llm,
-                self.request,
-                files=infos,
-                history=self.history,
-                shots=self.s.shots,
-                max_retries=self.s.max_plan_retries,
-                rules=FileRules(uploads=frozenset(available), allow_urls=self.s.allow_urls),
-                history_tokens=self.s.history_tokens,
-                cancelled=self.cancelled,
-                limits=PlanLimits(max_chars=self.s.max_plan_chars, max_tasks=self.s.max_plan_tasks),
+                self.llm, self.request, cancelled=self.cancelled, **self._plan_options(new_files)
             )
         if self.planning.plan is None:
             self._checkpoint()  # stopped while planning: no failure to report
@@ -254,13 +263,40 @@ class RequestRun:
         self.choices = with_seeds(plan, {**given, **selected}, self.s.seed, self.mode.seeds)
         return self.choices
 
+    def _streaming_stage(self, new_files: list[Path]) -> Generator[Event, None, None]:
+        """Plan, select and execute at once: tasks start while the LLM writes the plan."""
+        yield StageStarted(Stage.PLAN)
+        stream = StreamingRun(
+            llm=self.llm,
+            request=self.request,
+            catalog=self.p.catalog,
+            ctx=self._run_context(),
+            settings=self.s,
+            plan_options=self._plan_options(new_files),
+        )
+        try:
+            yield from stream.events()
+        finally:
+            self.planning, self.plan, self.choices = stream.planning, stream.plan, stream.choices
+            self.records, self.plan_stream = stream.records, stream.trace()
+            self.timings.update(stream.timings)
+        if self.plan is None:
+            self._checkpoint()  # stopped while planning: no failure to report
+            error = self.planning.error if self.planning else ""
+            raise _Failed(ErrorKind.PLAN, f"I could not make a valid plan for this request. {error}")
+        self._checkpoint()
+
     def _execute_stage(self, plan: Plan, choices: dict[int, Choice]) -> Generator[Event, None, None]:
         yield StageStarted(Stage.EXECUTE)
+        with self._timed(Stage.EXECUTE):
+            self.records = yield from execute_steps(plan, choices, self._run_context())
+
+    def _run_context(self) -> RunContext:
         endpoint = self.p.endpoint
         if self.p.cache is not None and self.mode.use_cache:
             scope = str(self.workspace.root) if self.s.cache_scope == "conversation" else "process"
             endpoint = CachingEndpoint(endpoint, self.p.cache, scope)
-        ctx = RunContext(
+        return RunContext(
             endpoint=endpoint,
             workspace=self.workspace,
             run_dir=self.workspace.run_dir(self.request_id),
@@ -276,8 +312,6 @@ class RequestRun:
             ),
             cancelled=self.cancelled,
         )
-        with self._timed(Stage.EXECUTE):
-            self.records = yield from execute_steps(plan, choices, ctx)
 
     def _respond_stage(self) -> Generator[Event, None, None]:
         yield StageStarted(Stage.RESPOND)
@@ -331,6 +365,7 @@ class RequestRun:
             calls=list(self.llm.calls),
             timings=self.timings,
             end=end,
+            plan_stream=self.plan_stream,
         )
         try:
             write_trace(self.trace_path, trace)

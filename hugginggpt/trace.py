@@ -31,6 +31,7 @@ def build_trace(
     timings: dict[str, float] | None = None,
     end: dict[str, Any] | None = None,
     max_field_chars: int = 20_000,
+    plan_stream: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`header`: request id, request, LLM and endpoint; `end`: outcome, answer and error once known.
 
@@ -47,6 +48,8 @@ def build_trace(
     trace.update(end or {"outcome": "running"})
     trace["tasks"] = [r.to_json(root) for r in records]
     trace["timings"] = {k: round(v, 4) for k, v in (timings or {}).items()}
+    if plan_stream is not None:  # streaming execution: when each task was parsed, selected, started
+        trace["plan_stream"] = plan_stream
     trace["llm_calls"] = [{**asdict(c), "seconds": round(c.seconds, 4)} for c in calls]
     trace["tokens"] = {
         "prompt": sum(c.usage.prompt_tokens for c in calls),

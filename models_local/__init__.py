@@ -26,6 +26,7 @@ __all__ = [
     "default_runtime",
     "loading",
     "run",
+    "warm",
 ]
 
 _default: Runtime | None = None
@@ -61,6 +62,11 @@ def prefetch(model: str) -> Path:
     from .hub import locate
 
     return locate(model, half=False, check_fits=lambda *_: None)[0]
+
+
+def warm(task: str, model: str) -> None:
+    """Load `model` for `task` into the process-wide runtime's cache (within its memory budget)."""
+    default_runtime().warm(task, model)
 
 
 def run(

@@ -121,6 +121,11 @@ class Runtime:
             self._cache.release(entry)
         return outputs.artifacts
 
+    def warm(self, task: str, model: str) -> None:
+        """Load `model` for `task` now, as its first call would (the cache may evict others to
+        stay within the budget); a model in use or already loaded is left as it is."""
+        self._cache.release(self._get(task, model, self.handler(task)))
+
     def cached(self) -> list[str]:
         """Models in the cache, least recently used first."""
         return self._cache.names()

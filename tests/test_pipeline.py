@@ -75,7 +75,8 @@ def test_full_request_streams_every_stage_in_order(server, photo, tmp_path):
     server.script("plan", PLAN)
     server.script("select", '{"0": {"id": "det-small", "reason": "smaller and good enough"}}')
     server.script("respond", "I found objects; see outputs.")
-    events, done, ws = run(pipeline(server), "what is in this photo?", tmp_path, files=[photo])
+    p = pipeline(server, stream_execution=False)  # the stages one after another
+    events, done, ws = run(p, "what is in this photo?", tmp_path, files=[photo])
 
     kinds = [type(e).__name__ for e in events]
     assert kinds[:2] == ["StageStarted", "PlanReady"]
@@ -114,7 +115,8 @@ def test_at_most_three_llm_calls_and_two_without_a_choice(server, photo, tmp_pat
         }
     )
     server.script("plan", plan).script("respond", "ok")
-    _, done, _ = run(pipeline(server), "caption six times", tmp_path, files=[photo])
+    p = pipeline(server, stream_execution=False)  # streaming_run may add a second selection call
+    _, done, _ = run(p, "caption six times", tmp_path, files=[photo])
     assert done.error is None and len(done.trace["llm_calls"]) == 2  # one candidate each: no select call
 
     server.reset()
@@ -131,7 +133,7 @@ def test_at_most_three_llm_calls_and_two_without_a_choice(server, photo, tmp_pat
     )
     server.script("select", json.dumps({str(i): {"id": "det-big", "reason": "r"} for i in range(8)}))
     server.script("respond", "ok")
-    _, done, _ = run(pipeline(server), "detect eight times", tmp_path, files=[photo])
+    _, done, _ = run(p, "detect eight times", tmp_path, files=[photo])
     assert done.error is None and server.stages() == ["plan", "select", "respond"]
     assert len(done.trace["llm_calls"]) == 3
 
@@ -339,7 +341,7 @@ def test_stop_during_planning_makes_no_further_llm_call(server, photo, tmp_path)
     server.script("plan", PLAN).script("select", "{}").script("respond", "ok")
     cancelled = threading.Event()
     events = []
-    for event in pipeline(server).run(
+    for event in pipeline(server, stream_execution=False).run(
         "detect", workspace=Workspace(tmp_path / "c"), files=[photo], cancelled=cancelled
     ):
         events.append(event)

@@ -32,8 +32,10 @@ from hugginggpt.events import (
     PlanRejected,
     Stage,
     StageStarted,
+    TaskDropped,
     TaskFailed,
     TaskFinished,
+    TaskPlanned,
     TaskSkipped,
     TaskStarted,
 )
@@ -122,7 +124,9 @@ class RunView:
         self.models: dict[int, str] = {}
         self.texts: dict[int, str] = {}  # each task's text output, to name what a later task used
         self.cached: set[int] = set()  # tasks served from the result cache
+        self.names: dict[int, str] = {}  # each task's type
         self._tasks: dict[int, dict[str, Any]] = {}
+        self._media_of: dict[int, list[dict[str, Any]]] = {}  # each task's media messages
         self._task_started: dict[int, float] = {}
         self._answer: dict[str, Any] | None = None
         self._answer_text = ""  # as the LLM wrote it; the message shows it cleaned
@@ -184,6 +188,7 @@ class RunView:
 
     def _set_state(self, i: int, task: str, state: str, *, seconds: float | None = None) -> dict[str, Any]:
         self.states[i] = state
+        self.names[i] = task
         node = self._tasks.get(i)
         if node is None:
             node = self._tasks[i] = self._node(f"task{i}", "", parent="plan")
@@ -224,10 +229,17 @@ class RunView:
                 title = f"Plan: {n} task{'s' if n != 1 else ''}" if n else "Plan: no model needed"
                 box["metadata"]["title"] = title + (f" (after {attempts} attempts)" if attempts > 1 else "")
                 for t in plan.tasks:
-                    self._set_state(t.id, t.task, "waiting")
+                    if t.id not in self.states:  # tasks started from the streamed plan keep their state
+                        self._set_state(t.id, t.task, "waiting")
                 self._refresh_plan()
                 if not n:
                     self._close(box)
+            case TaskPlanned(task=t):  # the plan fills in task by task as the LLM writes it
+                self.plan = Plan([*(self.plan.tasks if self.plan else []), t])
+                self._plan_box()["metadata"]["title"] = f"Planning the tasks · {len(self.plan.tasks)} so far"
+                self._set_state(t.id, t.task, "waiting")
+            case TaskDropped(task_id=i):
+                self._forget(i)
             case ModelSelected(
                 task_id=i, task=task, model=model, reason=reason, candidates=cands, source=source
             ):
@@ -258,7 +270,9 @@ class RunView:
                     _add(node, "Result:\n" + "\n".join(text))
                 for a in outputs:
                     if a.path is not None and a.kind in MEDIA_KINDS:
-                        self.messages.append(self._media(i, task, model, a, outputs, seconds))
+                        media = self._media(i, task, model, a, outputs, seconds)
+                        self.messages.append(media)
+                        self._media_of.setdefault(i, []).append(media)
             case TaskFailed(task_id=i, task=task, model=model, error=error, final=final, seconds=seconds):
                 who = model_link(model) if model else "the task"
                 if not final:
@@ -278,6 +292,17 @@ class RunView:
                 self._answer["content"] = clean(self._answer_text)
             case Done() as done:
                 self._end(done)
+
+    def _forget(self, i: int) -> None:
+        """A task the plan that counts does not have: its box and outputs leave the turn."""
+        gone = [id(m) for m in (self._tasks.pop(i, None), *self._media_of.pop(i, [])) if m is not None]
+        self.messages[:] = [m for m in self.messages if id(m) not in gone]  # by identity: dicts may be equal
+        for known in (self.states, self.names, self.models, self.texts, self._task_started):
+            known.pop(i, None)
+        self.cached.discard(i)
+        if self.plan is not None:
+            self.plan = Plan([t for t in self.plan.tasks if t.id != i])
+        self._refresh_plan()
 
     def _media(self, i: int, task: str, model: str, a: Artifact, outputs: list[Artifact], seconds: float):
         took = "from the cache" if i in self.cached else f"{seconds:.1f} s"
@@ -309,13 +334,12 @@ class RunView:
         self.done = done
         by_record = {r.id: str(r.status) for r in done.records}
         leftover = "stopped" if done.outcome is Outcome.CANCELLED else "not finished"
-        tasks = self.plan.by_id() if self.plan else {}
         for i in list(self._tasks):
             if done.outcome is Outcome.PLANNED:  # nothing ran yet: the tasks wait for the person
                 continue
             if self.states.get(i) in ("waiting", "running"):
                 new = by_record.get(i, leftover)
-                self._set_state(i, tasks[i].task, new if new != "pending" else leftover)
+                self._set_state(i, self.names[i], new if new != "pending" else leftover)
         if self.plan_box is not None:
             if self.plan is None and self.rejections:
                 n = len(self.rejections)

@@ -54,5 +54,11 @@ class Endpoint(ABC):
         early with Stopped; endpoints that cannot interrupt their work ignore it.
         """
 
+    def warm(self, task: str, model: ModelCard) -> bool:
+        """Get `model` ready for `task` ahead of its call (download, load within the memory budget),
+        for a task that waits for its inputs. True if something was done; errors are the call's to
+        report, so a failed warm-up just returns False. Endpoints with nothing to warm do nothing."""
+        return False
+
     def describe(self) -> str:
         return self.name

@@ -6,6 +6,7 @@ checked or run, so the controller stays light when everything runs hosted.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from ..artifacts import Artifact
 from ..catalog import ModelCard
 from ..text import shorten
 from .base import Endpoint, EndpointError, ModelUnavailable, Stopped, StopSignal
+
+log = logging.getLogger(__name__)
 
 
 class LocalEndpoint(Endpoint):
@@ -29,6 +32,16 @@ class LocalEndpoint(Endpoint):
         return models_local.can_run(
             model.task, model.source, library=model.library, size_bytes=model.size_bytes
         )
+
+    def warm(self, task: str, model: ModelCard) -> bool:
+        try:
+            import models_local
+
+            models_local.warm(task, model.source)
+        except Exception as exc:  # noqa: BLE001 (the task's own call reports what is wrong)
+            log.info("warming %s for %s failed: %s", model.id, task, shorten(exc))
+            return False
+        return True
 
     def run(
         self,

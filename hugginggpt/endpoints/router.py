@@ -31,6 +31,11 @@ class RoutedEndpoint(Endpoint):
     def can_run(self, model: ModelCard) -> bool:
         return any(b.can_run(model) for b in self.backends)
 
+    def warm(self, task: str, model: ModelCard) -> bool:
+        """The backend the call would try first warms it."""
+        first = next((b for b in self.backends if b.can_run(model)), None)
+        return first is not None and first.warm(task, model)
+
     def run(
         self,
         task: str,

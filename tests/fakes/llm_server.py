@@ -38,6 +38,7 @@ class Reply:
     raw: str | None = None  # sent as the whole body, as application/json, instead of a completion
     end_after: int | None = None  # a stream ends after this many pieces: no finish reason, no [DONE]
     reset_after: int | None = None  # the connection is dropped after this many streamed pieces
+    chunk_chars: int | None = None  # stream pieces of this many characters (else word by word)
 
 
 class FakeLLMServer:
@@ -168,7 +169,7 @@ class FakeLLMServer:
                     "created": 0,
                     "model": "fake",
                 }
-                for n, piece in enumerate(re.findall(r"\S+\s*|\s+", reply.content)):
+                for n, piece in enumerate(_pieces(reply)):
                     if n == reply.end_after:  # the stream just ends, as a cut connection through a proxy
                         self.close_connection = True
                         return
@@ -210,3 +211,10 @@ def stage_of(messages: list[dict[str, Any]]) -> str:
             match = re.match(r"#\s*Stage:\s*(\w+)", str(message.get("content", "")))
             return match.group(1) if match else "chat"
     return "chat"
+
+
+def _pieces(reply: Reply) -> list[str]:
+    if reply.chunk_chars:
+        size = reply.chunk_chars
+        return [reply.content[i : i + size] for i in range(0, len(reply.content), size)]
+    return re.findall(r"\S+\s*|\s+", reply.content)
