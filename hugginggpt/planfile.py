@@ -6,8 +6,8 @@
 
 Only "plan" is required (a bare list is read as the plan). A choice names the model of a task (the
 others are selected as usual) and may give its seed; other fields of a choice (reason, candidates,
-what --plan-only adds) are ignored. A model the catalog does not list for the task is used as named:
-a hub id, or a local folder.
+what --plan-only adds) are ignored. A model the catalog does not list for the task must be a
+Hugging Face model id (model_ids.py): a URL or a folder that the catalog does not list is refused.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .catalog import Catalog, ModelCard
+from .catalog import Catalog
 from .events import PickSource
+from .model_ids import ModelIdRefused, named_model
 from .plan import Plan, PlanParseError, Task, parse_plan
 from .records import TaskRecord, TaskStatus
 from .seeds import check_seed
@@ -102,8 +103,11 @@ def to_json(plan: Plan, choices: Mapping[int, Choice], request: str | None = Non
 def given_choice(
     task: Task, model_id: str, catalog: Catalog, *, seed: int | None = None, reason: str = "given"
 ) -> Choice:
-    """A model named by a person: the catalog's card for it, else a card that loads it as named."""
-    card = catalog.get(model_id, task.task) or ModelCard(id=model_id, task=task.task)
+    """A model named by a person, a file or a trace: the catalog's card, else a Hub id's."""
+    try:
+        card = named_model(model_id, task.task, catalog)
+    except ModelIdRefused as e:
+        raise PlanFileError(f"task {task.id}: {e}") from None
     return Choice(task.id, task.task, card, reason, (card,), PickSource.GIVEN, seed)
 
 

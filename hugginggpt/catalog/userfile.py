@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from ..model_ids import hub_id_problem
 from ..tasks import TASKS
 from .card import ModelCard, ProviderRoute
 
@@ -164,6 +165,13 @@ def check(item: Any, *, base: Path) -> tuple[dict[str, Any], list[str], list[str
                 errors.append(problem)
                 continue
         fields[name] = value
+    if "id" in fields and "path" not in fields and "endpoint_url" not in fields:
+        problem = hub_id_problem(fields["id"])  # the id alone is what gets loaded or called
+        if problem is not None:
+            errors.append(
+                f"`id` {fields['id']!r} is not a Hugging Face model id (owner/name): {problem}; "
+                "a model that is not on the Hub needs `path:` or `endpoint_url:`"
+            )
     if "endpoint_url" in fields:
         url = urlparse(fields["endpoint_url"])
         if url.scheme not in ("http", "https") or not url.netloc:
