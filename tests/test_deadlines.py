@@ -8,6 +8,7 @@ import io
 import json
 import threading
 import time
+from typing import Any
 
 import pytest
 from fakes.llm_server import FakeLLMServer, Reply
@@ -73,3 +74,41 @@ def test_a_trickling_planner_ends_the_cli_at_the_request_deadline(trickler, tmp_
     code, out, seconds = run_cli(trickler, tmp_path, monkeypatch, llm_call_seconds=60, request_seconds=2)
     assert seconds < 2 + 2, seconds
     assert code != 0 and "longer than its limit of 2 s" in json.loads(out)["error"]
+
+
+def test_two_visitors_on_byte_trickling_llm_servers_do_not_hold_up_a_third(tmp_path):
+    """Concurrency 2, both taken by visitors whose typed LLM servers trickle bytes: the third visitor
+    waits only until their calls' deadline, not until the servers finish (about 100 s)."""
+    from app_support import app_settings, fake_catalog, running_app
+    from fakes.endpoints import FakeEndpoint
+    from gradio_client import Client
+
+    with FakeLLMServer() as normal, FakeLLMServer() as trickling:
+        normal.script("plan", '{"tasks": []}').script("respond", "Hello there.")
+        trickling.script("*", TRICKLE)
+        settings = app_settings(normal, tmp_path / "ws", app_concurrency=2, llm_call_seconds=1.5)
+        with running_app(settings, catalog=fake_catalog(), endpoint=FakeEndpoint()) as demo:
+
+            def ask(base_url: str = "") -> Any:
+                typed = (base_url, "m", "k") if base_url else ("", "", "")
+                message = {"text": "hello", "files": []}
+                client = Client(demo.local_url, verbose=False)
+                return client.submit(message, *typed, "local", 5, False, api_name="/chat")
+
+            def timed() -> float:
+                started = time.perf_counter()
+                chat, _, _ = ask().result(timeout=60)
+                assert "Hello there." in json.dumps(chat)
+                return time.perf_counter() - started
+
+            alone = min(timed() for _ in range(2))  # the first also warms the app up
+            slow = [ask(trickling.url) for _ in range(2)]
+            deadline = time.time() + 10
+            while len(trickling.requests) < 2 and time.time() < deadline:  # both are trickling now
+                time.sleep(0.05)
+            assert len(trickling.requests) == 2
+            beside = timed()
+            for job in slow:
+                job.result(timeout=30)
+    print(f"\nthird visitor: {alone:.2f} s alone, {beside:.2f} s beside two byte-trickling servers")
+    assert beside <= alone + 2.0
