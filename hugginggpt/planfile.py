@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .bounded_file import FileRefused, read_json
 from .catalog import Catalog
 from .events import PickSource
 from .model_ids import ModelIdRefused, named_model
@@ -26,6 +27,9 @@ from .plan import Plan, PlanParseError, Task, parse_plan
 from .records import TaskRecord, TaskStatus
 from .seeds import check_seed
 from .selection import Choice
+
+# A task id as a "choices" key: ASCII digits, not "²" nor 5,000 of them (int() refuses both).
+_TASK_KEY = re.compile(r"-?[0-9]{1,9}")
 
 
 class PlanFileError(ValueError):
@@ -42,11 +46,9 @@ class GivenPlan:
 
 def read_plan_file(path: Path, catalog: Catalog) -> GivenPlan:
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise PlanFileError(f"cannot read the plan file {path}: {e.strerror or e}") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise PlanFileError(f"{path} is not a JSON file: {e}") from None
+        raw = read_json(path)
+    except FileRefused as e:
+        raise PlanFileError(str(e)) from None
     return given_plan(raw, catalog)
 
 
@@ -70,9 +72,9 @@ def given_plan(raw: Any, catalog: Catalog, *, reason: str = "given in the plan")
     choices: dict[int, Choice] = {}
     seeds: dict[int, int] = {}
     for key, entry in entries.items():
-        task = by_id.get(int(key)) if str(key).lstrip("-").isdigit() else None
+        task = by_id.get(int(key)) if _TASK_KEY.fullmatch(str(key)) else None
         if task is None:
-            raise PlanFileError(f'"choices" names task {key!r}, which is not in the plan')
+            raise PlanFileError(f'"choices" names task {str(key)[:40]!r}, which is not in the plan')
         if not isinstance(entry, dict):
             entry = {"model": entry}  # "0": "some/model" is read as the model
         model, seed = entry.get("model"), entry.get("seed")
@@ -107,7 +109,7 @@ def given_choice(
     try:
         card = named_model(model_id, task.task, catalog)
     except ModelIdRefused as e:
-        raise PlanFileError(f"task {task.id}: {e}") from None
+        raise PlanFileError(f"task {task.id} model {e}") from None
     return Choice(task.id, task.task, card, reason, (card,), PickSource.GIVEN, seed)
 
 

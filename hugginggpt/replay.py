@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any, TextIO
 
+from .bounded_file import read_json
 from .catalog import Catalog
 from .events import Done, PickSource
 from .hashing import artifact_sha256
@@ -101,12 +102,7 @@ def main(argv: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def read_trace(path: Path) -> dict[str, Any]:
-    try:
-        trace = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is not a JSON file: {e}") from None
+    trace = read_json(path)  # FileRefused (a ValueError): too large, too deep, not JSON
     if not isinstance(trace, dict) or not isinstance(trace.get("plan"), list):
         raise ValueError(f"{path} is not a trace with a plan (a run that failed before planning has none)")
     return trace

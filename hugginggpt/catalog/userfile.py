@@ -8,12 +8,12 @@ at their own server with two lines. `path:` (a local folder, relative to the fil
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from ..bounded_file import FileRefused, check_shape, parse_json
 from ..model_ids import hub_id_problem
 from ..tasks import TASKS
 from .card import ModelCard, ProviderRoute
@@ -75,11 +75,9 @@ def _jsonl_items(path: Path, data: bytes) -> tuple[list[tuple[int, Any]], list[s
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
-            items.append((n, json.loads(line)))
-        except json.JSONDecodeError as err:
-            problems.append(f"{path}:{n}: not valid JSON ({err.msg})")
-        except RecursionError:
-            problems.append(f"{path}:{n}: not valid JSON (nested too deeply)")
+            items.append((n, parse_json(line, f"{path}:{n}")))
+        except FileRefused as err:
+            problems.append(str(err))
     return items, problems
 
 
@@ -109,7 +107,11 @@ def _yaml_items(path: Path, text: str) -> tuple[list[tuple[int, Any]], list[str]
     for node in seq.value:
         line = node.start_mark.line + 1
         try:
-            items.append((line, loader.construct_document(node)))
+            item = loader.construct_document(node)
+            check_shape(item, f"{path}:{line}", string_keys=False)  # unknown keys get a warning
+            items.append((line, item))
+        except FileRefused as err:
+            problems.append(str(err))
         except yaml.YAMLError as err:
             problems.append(f"{path}:{line}: cannot read this entry ({getattr(err, 'problem', None) or err})")
         except RecursionError:
