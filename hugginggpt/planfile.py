@@ -29,7 +29,7 @@ from .seeds import check_seed
 from .selection import Choice
 
 # A task id as a "choices" key: ASCII digits, not "²" nor 5,000 of them (int() refuses both).
-_TASK_KEY = re.compile(r"-?[0-9]{1,9}")
+TASK_KEY = re.compile(r"-?[0-9]{1,9}")
 
 
 class PlanFileError(ValueError):
@@ -72,7 +72,7 @@ def given_plan(raw: Any, catalog: Catalog, *, reason: str = "given in the plan")
     choices: dict[int, Choice] = {}
     seeds: dict[int, int] = {}
     for key, entry in entries.items():
-        task = by_id.get(int(key)) if _TASK_KEY.fullmatch(str(key)) else None
+        task = by_id.get(int(key)) if TASK_KEY.fullmatch(str(key)) else None
         if task is None:
             raise PlanFileError(f'"choices" names task {str(key)[:40]!r}, which is not in the plan')
         if not isinstance(entry, dict):

@@ -19,9 +19,10 @@ from .bounded_file import read_json
 from .catalog import Catalog
 from .events import Done, PickSource
 from .hashing import artifact_sha256
-from .planfile import GivenPlan, given_plan
+from .planfile import TASK_KEY, GivenPlan, PlanFileError, given_plan
 from .records import TaskStatus
 from .selection import Choice
+from .tasks import TASKS
 
 
 def parser() -> argparse.ArgumentParser:
@@ -116,12 +117,15 @@ def plan_from_trace(trace: dict[str, Any], catalog: Catalog) -> GivenPlan:
     recorded = raw_choices if isinstance(raw_choices, dict) else {}
     choices: dict[str, Any] = {}
     for key, choice in recorded.items():
-        task = tasks.get(int(key), {}) if str(key).isdigit() else {}
+        task = tasks.get(int(key), {}) if TASK_KEY.fullmatch(str(key)) else {}
         choice = choice if isinstance(choice, dict) else {}
         model = task.get("model") if task.get("status") == "done" else choice.get("model")
         seed = task.get("seed", choice.get("seed"))
         choices[key] = {"model": model, "seed": seed}
     given = given_plan({"plan": trace["plan"], "choices": choices}, catalog, reason="as in the trace")
+    for t in given.plan.tasks:  # checked here, not only at Run: the review form shows the names
+        if t.task not in TASKS:
+            raise PlanFileError(f"task {t.id} of the trace has an unknown task type")
     request = trace.get("request") if isinstance(trace.get("request"), str) else ""
     modelless = {
         t.id: Choice(

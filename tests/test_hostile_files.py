@@ -64,3 +64,26 @@ def test_hostile_catalog_and_config_files_are_problems_not_tracebacks(tmp_path):
     config.write_text("[" * 10_000 + "]" * 10_000)
     with pytest.raises(ValueError, match="nested more than 64 levels"):
         load_settings(config, environ={})
+
+
+HOSTILE_NAME = '<button id="pay">Pay</button> http://evil.example/login'
+
+
+def test_a_trace_whose_task_name_is_markup_is_refused_when_loaded():
+    from hugginggpt.replay import plan_from_trace
+
+    trace = {"plan": [{**PLAN[0], "task": HOSTILE_NAME}], "choices": {}}
+    with pytest.raises(PlanFileError, match="task 0 of the trace has an unknown task type"):
+        plan_from_trace(trace, Catalog([]))
+
+
+def test_the_review_form_shows_a_task_name_through_the_allow_list():
+    import gradio as gr
+
+    from webui.review_panel import _task_fields
+
+    task = {"id": 0, "task": HOSTILE_NAME, "candidates": [], "model": "", "dep": "", "seed": ""}
+    with gr.Blocks() as page:
+        _task_fields(gr, {**task, "delete": False, "args": {}, "problems": []})
+    [title] = [b for b in page.blocks.values() if getattr(b, "elem_id", None) == "review-task-0"]
+    assert "<button" not in title.value and "Pay" in title.value
