@@ -87,3 +87,21 @@ def test_the_review_form_shows_a_task_name_through_the_allow_list():
         _task_fields(gr, {**task, "delete": False, "args": {}, "problems": []})
     [title] = [b for b in page.blocks.values() if getattr(b, "elem_id", None) == "review-task-0"]
     assert "<button" not in title.value and "Pay" in title.value
+
+
+def test_a_private_app_reached_through_a_proxy_warns_once(tmp_path, caplog):
+    """The app on loopback (not public), asked through a proxy: one warning that names the fix."""
+    import httpx
+    from app_support import app_settings, fake_catalog, running_app
+    from fakes.endpoints import FakeEndpoint
+    from fakes.llm_server import FakeLLMServer
+
+    with FakeLLMServer() as llm, caplog.at_level("WARNING", logger="webui.proxy_warning"):
+        with running_app(
+            app_settings(llm, tmp_path / "ws"), catalog=fake_catalog(), endpoint=FakeEndpoint()
+        ) as demo:
+            httpx.get(demo.local_url, timeout=30)  # no proxy: no warning
+            for _ in range(3):
+                httpx.get(demo.local_url, headers={"X-Forwarded-For": "203.0.113.7"}, timeout=30)
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "webui.proxy_warning"]
+    assert "x-forwarded-for" in warning and "HUGGINGGPT_PUBLIC=1" in warning
