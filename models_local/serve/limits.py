@@ -54,7 +54,7 @@ class Limits:
         except Image.DecompressionBombError:  # over twice Pillow's own cap: refused at the header
             raise MediaRefused("the image is too large to process", 413) from None
         except Exception as exc:  # noqa: BLE001 (Pillow raises many types for bad data)
-            raise MediaRefused(f"the image cannot be read ({type(exc).__name__})", 400) from None
+            raise MediaRefused(f"the image could not be read ({type(exc).__name__})", 400) from None
         if width * height > self.max_pixels:
             raise MediaRefused(
                 f"the image is {width}x{height} pixels, over this server's limit of "
@@ -68,7 +68,7 @@ class Limits:
         try:
             info = soundfile.info(io.BytesIO(data))
         except Exception as exc:  # noqa: BLE001 (libsndfile errors vary by format)
-            raise MediaRefused(f"the audio cannot be read ({type(exc).__name__})", 400) from None
+            raise MediaRefused(f"the audio could not be read ({type(exc).__name__})", 400) from None
         seconds = info.frames / info.samplerate if info.samplerate else float("inf")
         if seconds > self.max_audio_seconds:
             raise MediaRefused(
