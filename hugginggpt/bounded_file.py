@@ -31,20 +31,22 @@ def read_text(path: Path, *, max_bytes: int = MAX_BYTES) -> str:
         raise FileRefused(f"{path} is not UTF-8 text (byte {e.start})") from None
 
 
-def parse_json(text: str, where: str, *, max_depth: int = MAX_DEPTH) -> Any:
-    """JSON text, bounded; `where` names it in errors ("plan.json", "mine.jsonl:12")."""
+def parse_json(text: str, where: str, *, max_depth: int = MAX_DEPTH, not_json: str = "") -> Any:
+    """JSON text, bounded; `where` names it in errors ("mine.jsonl:12"), `not_json` says what is
+    wrong when the text is no JSON at all (default: "<where>: not valid JSON (why)")."""
     try:
         value = json.loads(text)
     except RecursionError:
         raise FileRefused(f"{where}: nested more than {max_depth} levels deep") from None
     except ValueError as e:
-        raise FileRefused(f"{where}: not valid JSON ({e})") from None
+        raise FileRefused(f"{not_json or f'{where}: not valid JSON'} ({e})") from None
     check_shape(value, where, max_depth=max_depth)
     return value
 
 
 def read_json(path: Path, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
-    return parse_json(read_text(path, max_bytes=max_bytes), str(path), max_depth=max_depth)
+    text = read_text(path, max_bytes=max_bytes)
+    return parse_json(text, str(path), max_depth=max_depth, not_json=f"{path} is not a JSON file")
 
 
 def read_yaml(path: Path, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:

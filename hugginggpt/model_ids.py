@@ -9,6 +9,7 @@ before any connection: an id that is a URL would send the picture, and once the 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .catalog.card import ModelCard
@@ -50,4 +51,6 @@ def named_model(model_id: str, task: str, catalog: Catalog) -> ModelCard:
     if card is not None:
         return card
     check_hub_id(model_id)
+    if Path(model_id).exists():  # transformers would load the folder of that name here instead
+        raise ModelIdRefused(f"{model_id!r} names a folder on this machine that the catalog does not list")
     return ModelCard(id=model_id, task=task)

@@ -60,6 +60,26 @@ def test_a_folder_is_a_model_only_where_the_catalog_lists_it(tmp_path):
         given_plan({"plan": text_plan().to_json(), "choices": {"0": str(tmp_path)}}, Catalog([]))
 
 
+def test_a_hub_like_id_that_is_a_folder_here_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "models").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PlanFileError, match="names a folder on this machine"):
+        given_plan({"plan": text_plan().to_json(), "choices": {"0": "models"}}, Catalog([]))
+
+
+def test_a_trace_naming_a_url_as_model_is_refused_when_loaded(evil):
+    from hugginggpt.replay import plan_from_trace
+
+    trace = {
+        "plan": text_plan().to_json(),
+        "choices": {"0": {"model": f"{evil.url}/x"}},
+        "tasks": [{"id": 0, "status": "done", "model": f"{evil.url}/x"}],
+    }
+    with pytest.raises(PlanFileError, match="not a Hugging Face model id"):
+        plan_from_trace(trace, Catalog([]))
+    assert evil.requests == []
+
+
 def test_a_model_typed_in_the_review_form_goes_through_the_same_check(evil):
     with pytest.raises(PlanFileError, match="not a Hugging Face model id"):
         apply_edits(text_plan(), {}, {0: Edit(model=f"{evil.url}/x")}, Catalog([]))
