@@ -116,6 +116,7 @@ class HangUp:
 
 
 _POLL_S = 0.05  # how often a waiting call looks at its run's stop signal
+_QUEUED = 64  # pieces read ahead of the caller: the reader waits, so memory stays bounded
 _END = object()
 
 
@@ -197,7 +198,7 @@ class LLM(ABC):
         size = 0
         end = StreamEnd(finished=False)
         hang_up = HangUp()
-        pieces: queue.Queue = queue.Queue()
+        pieces: queue.Queue = queue.Queue(maxsize=_QUEUED)
         backend = self._stream(messages, schema, max_tokens or self.limits.max_tokens, hang_up)
         reader = threading.Thread(
             target=_read_into,
@@ -258,14 +259,25 @@ class LLM(ABC):
 def _read_into(stream: Generator[str, None, StreamEnd], pieces: queue.Queue, hang_up: HangUp) -> None:
     """The reader's thread: the backend's pieces into the queue, until it ends or the call is hung up."""
     try:
-        while not hang_up.done:
-            pieces.put(("piece", next(stream)))
+        while _put(pieces, ("piece", next(stream)), hang_up):
+            pass
     except StopIteration as end:
-        pieces.put((_END, end.value))
+        _put(pieces, (_END, end.value), hang_up)
     except Exception as e:  # noqa: BLE001 (handed to the waiting caller, who raises it)
-        pieces.put(("error", e))
+        _put(pieces, ("error", e), hang_up)
     finally:
         stream.close()
+
+
+def _put(pieces: queue.Queue, item: tuple[Any, Any], hang_up: HangUp) -> bool:
+    """Waits while the caller is behind; False once nobody will read any more."""
+    while not hang_up.done:
+        try:
+            pieces.put(item, timeout=_POLL_S)
+            return True
+        except queue.Full:
+            continue
+    return False
 
 
 def shut(sock: socket.socket | None) -> None:
