@@ -31,6 +31,7 @@ from webui.chat import ChatApp, LLMChoice
 from webui.files import Publisher
 from webui.headers import ContentSecurityPolicy
 from webui.openai_api import routes as openai_routes
+from webui.proxy_warning import ProxyWarning
 from webui.settings_panel import field_problems, status_for
 
 ROOT = Path(__file__).resolve().parent
@@ -470,6 +471,8 @@ def launch_options(max_upload_bytes: int = 20_000_000, *, demo: Any = None) -> d
     }
     if demo is not None:
         options["mcp_server"] = demo.chat_app.settings.mcp_server
+        if not demo.chat_app.settings.is_public:  # a proxy in front would make strangers trusted
+            options["app_kwargs"]["middleware"].append(Middleware(ProxyWarning))
         options["app_kwargs"]["routes"] = [openai_routes(demo.calls)]
     return options
 

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from .bounded_file import read_yaml
 from .modes import INFERENCE_MODES
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "")
@@ -153,10 +152,7 @@ def load_settings(config_file: str | Path | None = None, environ: dict[str, str]
     values: dict[str, Any] = {}
     path = config_file or env.get("HUGGINGGPT_CONFIG")
     if path:
-        try:
-            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as e:
-            raise ValueError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
+        loaded = read_yaml(Path(path)) or {}  # FileRefused (a ValueError) says what is wrong
         if not isinstance(loaded, dict):
             raise ValueError(f"{path}: the config file must be a mapping of setting names to values")
         values.update(loaded)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import logging
+import queue
+import socket
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -73,7 +75,7 @@ class LLMLimits:
     """Bounds on one call, however the server behaves."""
 
     max_reply_chars: int = 200_000  # a longer reply is cut here
-    max_seconds: float = 120.0  # the whole call, also for a server that trickles a token at a time
+    max_seconds: float = 120.0  # the whole call, wall clock, also for a server that trickles bytes
     max_tokens: int | None = None  # asked of the server (it may ignore it)
 
 
@@ -91,20 +93,56 @@ class LLMCall:
     error: str | None = None
 
 
+class HangUp:
+    """Ends one call from outside the thread that reads it: each registered action runs once (shut
+    the connection's socket, stop a generation), at once if registered after the hang-up."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._actions: list[Any] = []
+        self.done = False
+
+    def on(self, action: Any) -> None:
+        with self._lock:
+            if not self.done:
+                self._actions.append(action)
+                return
+        action()
+
+    def __call__(self) -> None:
+        with self._lock:
+            self.done, actions, self._actions = True, self._actions, []
+        for action in actions:
+            action()
+
+
+_POLL_S = 0.05  # how often a waiting call looks at its run's stop signal
+_QUEUED = 64  # pieces read ahead of the caller: the reader waits, so memory stays bounded
+_END = object()
+
+
 class LLM(ABC):
-    """Subclasses implement `_stream`; this class bounds it, times it and keeps the call log."""
+    """Subclasses implement `_stream`; this class bounds it, times it and keeps the call log.
+
+    The backend is read in a thread of its own and waited for here, so the limits are wall-clock
+    deadlines kept from outside the read: at `max_seconds`, or once the run's `stop` is set (Stop,
+    or the request's own deadline), the call is hung up (its connection shut) and the caller moves on
+    whatever the server does, a byte every second included."""
 
     def __init__(self, limits: LLMLimits | None = None) -> None:
         self.limits = limits or LLMLimits()
         self.calls: list[LLMCall] = []
         self._lock = threading.Lock()
+        self.stop: threading.Event | None = None
 
-    def recording(self) -> LLM:
+    def recording(self, stop: threading.Event | None = None) -> LLM:
         """This LLM with a call log of its own: one per request, so that concurrent requests
-        never see each other's prompts. Clients, loaded weights and learnt capabilities are shared."""
+        never see each other's prompts. Clients, loaded weights and learnt capabilities are shared.
+        `stop`: once set, the call in flight ends and no call waits any more (the run gave up)."""
         view = copy.copy(self)
         view.calls = []
         view._lock = threading.Lock()
+        view.stop = stop
         return view
 
     @abstractmethod
@@ -113,10 +151,11 @@ class LLM(ABC):
 
     @abstractmethod
     def _stream(
-        self, messages: list[Message], schema: dict[str, Any] | None, max_tokens: int | None
+        self, messages: list[Message], schema: dict[str, Any] | None, max_tokens: int | None, hang_up: HangUp
     ) -> Generator[str, None, StreamEnd]:
         """The reply piece by piece; returns how it ended. Raises LLMError when the backend fails.
-        Closing the generator must release the connection (the server stops generating)."""
+        Closing the generator must release the connection (the server stops generating); `hang_up`
+        takes what ends the call from another thread, while a read blocks."""
 
     def complete(
         self,
@@ -155,8 +194,9 @@ class LLM(ABC):
     ) -> Generator[str, None, Completion]:
         """The reply piece by piece, as the server sends it; returns the whole Completion.
 
-        Bounded by `limits`: past the size or the time, reading stops and the reply is cut. A
-        connection that breaks after some text ends the reply there, cut; before any, LLMError."""
+        Bounded by `limits`: past the size or the time (wall clock), reading stops and the reply is
+        cut; once `stop` is set, too. A connection that breaks after some text ends the reply there,
+        cut; before any, LLMError."""
         call = LLMCall(stage=stage, messages=[dict(m) for m in messages])
         with self._lock:
             self.calls.append(call)
@@ -166,39 +206,96 @@ class LLM(ABC):
         parts: list[str] = []
         size = 0
         end = StreamEnd(finished=False)
-        pieces = self._stream(messages, schema, max_tokens or self.limits.max_tokens)
+        hang_up = HangUp()
+        pieces: queue.Queue = queue.Queue(maxsize=_QUEUED)
+        backend = self._stream(messages, schema, max_tokens or self.limits.max_tokens, hang_up)
+        reader = threading.Thread(
+            target=_read_into,
+            args=(backend, pieces, hang_up),
+            name=f"llm-{stage}",
+            daemon=True,
+        )
+        reader.start()
         try:
             while True:
-                try:
-                    piece = next(pieces)
-                except StopIteration as stopped:
-                    end = stopped.value or StreamEnd()
+                kind, value = self._next(pieces, deadline)
+                if kind is _END:
+                    end = value or StreamEnd()
                     call.cut = None if end.finished else "the LLM's reply ended before the server finished it"
                     break
-                except LLMError as e:
-                    if not parts:
-                        raise
-                    call.cut = f"the connection to the LLM broke ({e})"
+                if kind == "late":
+                    call.cut = f"{_SLOW} {self.limits.max_seconds:g} s"
                     break
-                piece = piece[: max_chars - size]
+                if kind == "stopped":
+                    call.cut = "the run was stopped"
+                    break
+                if kind == "error":
+                    if not parts or not isinstance(value, LLMError):
+                        raise value
+                    call.cut = f"the connection to the LLM broke ({value})"
+                    break
+                piece = value[: max_chars - size]
                 size += len(piece)
                 parts.append(piece)
                 yield piece
                 if size >= max_chars:
                     call.cut = f"the reply was longer than {max_chars:,} characters"
                     break
-                if time.monotonic() > deadline:
-                    call.cut = f"{_SLOW} {self.limits.max_seconds:g} s"
-                    break
         except LLMError as e:
             call.error = str(e)
             raise
         finally:
-            pieces.close()  # stops the server generating what nobody will read
+            hang_up()  # stops the server generating what nobody will read, now, whatever it sends
             call.reply = "".join(parts)
             call.seconds = time.monotonic() - started
             call.usage, call.json_mode = end.usage, end.json_mode
         return Completion(call.reply, call.usage, call.json_mode, call.cut)
+
+    def _next(self, pieces: queue.Queue, deadline: float) -> tuple[Any, Any]:
+        """The reader's next item, or ("late", None) at the deadline, or ("stopped", None)."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "late", None
+            if self.stop is not None and self.stop.is_set():
+                return "stopped", None
+            try:
+                return pieces.get(timeout=min(left, _POLL_S) if self.stop is not None else left)
+            except queue.Empty:
+                continue
+
+
+def _read_into(stream: Generator[str, None, StreamEnd], pieces: queue.Queue, hang_up: HangUp) -> None:
+    """The reader's thread: the backend's pieces into the queue, until it ends or the call is hung up."""
+    try:
+        while _put(pieces, ("piece", next(stream)), hang_up):
+            pass
+    except StopIteration as end:
+        _put(pieces, (_END, end.value), hang_up)
+    except Exception as e:  # noqa: BLE001 (handed to the waiting caller, who raises it)
+        _put(pieces, ("error", e), hang_up)
+    finally:
+        stream.close()
+
+
+def _put(pieces: queue.Queue, item: tuple[Any, Any], hang_up: HangUp) -> bool:
+    """Waits while the caller is behind; False once nobody will read any more."""
+    while not hang_up.done:
+        try:
+            pieces.put(item, timeout=_POLL_S)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def shut(sock: socket.socket | None) -> None:
+    """Ends a connection from another thread: a read blocked on it returns at once."""
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed
+            pass
 
 
 _SLOW = "it did not finish its reply within"
@@ -245,7 +342,7 @@ class OpenAICompatibleLLM(LLM):
         return f"{self.model} at {without_credentials(self.base_url)}"
 
     def _stream(
-        self, messages: list[Message], schema: dict[str, Any] | None, max_tokens: int | None
+        self, messages: list[Message], schema: dict[str, Any] | None, max_tokens: int | None, hang_up: HangUp
     ) -> Generator[str, None, StreamEnd]:
         import openai
 
@@ -276,6 +373,7 @@ class OpenAICompatibleLLM(LLM):
                     self._learnt["json_schema"] = json_mode = False
             else:
                 chunks = self._client.chat.completions.create(**kwargs)
+            hang_up.on(lambda: shut(_socket_of(chunks.response)))
             return (yield from self._read(chunks, json_mode))
         except openai.APIError as e:
             raise LLMError(self._explain(e)) from None
@@ -325,6 +423,12 @@ class OpenAICompatibleLLM(LLM):
         else:
             cause = shorten(self._hide(str(error)))
         return f"The LLM {self.describe()} failed: {cause}"
+
+
+def _socket_of(response: Any) -> socket.socket | None:
+    """The socket an httpx response is read from (httpcore's `network_stream` extension)."""
+    stream = response.extensions.get("network_stream")
+    return stream.get_extra_info("socket") if stream is not None else None
 
 
 def without_credentials(url: str) -> str:

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .llm import LLM, LLMError, LLMLimits, Message, StreamEnd, Usage
+from .llm import LLM, HangUp, LLMError, LLMLimits, Message, StreamEnd, Usage
 from .text import shorten
 
 FRAMEWORK_MISSING = "The local LLM needs transformers and torch: pip install -r requirements.txt"
@@ -91,10 +91,11 @@ class LocalChatLLM(LLM):
             self._chat().load()
 
     def _stream(
-        self, messages: list[Message], schema: dict[str, Any] | None, max_tokens: int | None
+        self, messages: list[Message], schema: dict[str, Any] | None, max_tokens: int | None, hang_up: HangUp
     ) -> Generator[str, None, StreamEnd]:
         chat = self._chat()
         with self._errors():
             reply = chat.reply(messages)
+            hang_up.on(reply.close)  # at the deadline generation stops at the next token
             yield from reply  # closing this stream closes the reply: generation stops at the next token
         return StreamEnd(Usage(reply.prompt_tokens, reply.completion_tokens))

@@ -6,8 +6,8 @@
 
 Only "plan" is required (a bare list is read as the plan). A choice names the model of a task (the
 others are selected as usual) and may give its seed; other fields of a choice (reason, candidates,
-what --plan-only adds) are ignored. A model the catalog does not list for the task is used as named:
-a hub id, or a local folder.
+what --plan-only adds) are ignored. A model the catalog does not list for the task must be a
+Hugging Face model id (model_ids.py): a URL or a folder that the catalog does not list is refused.
 """
 
 from __future__ import annotations
@@ -19,12 +19,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .catalog import Catalog, ModelCard
+from .bounded_file import FileRefused, read_json
+from .catalog import Catalog
 from .events import PickSource
+from .model_ids import ModelIdRefused, named_model
 from .plan import Plan, PlanParseError, Task, parse_plan
 from .records import TaskRecord, TaskStatus
 from .seeds import check_seed
 from .selection import Choice
+
+# A task id as a "choices" key: ASCII digits, not "²" nor 5,000 of them (int() refuses both).
+TASK_KEY = re.compile(r"-?[0-9]{1,9}")
 
 
 class PlanFileError(ValueError):
@@ -41,11 +46,9 @@ class GivenPlan:
 
 def read_plan_file(path: Path, catalog: Catalog) -> GivenPlan:
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise PlanFileError(f"cannot read the plan file {path}: {e.strerror or e}") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise PlanFileError(f"{path} is not a JSON file: {e}") from None
+        raw = read_json(path)
+    except FileRefused as e:
+        raise PlanFileError(str(e)) from None
     return given_plan(raw, catalog)
 
 
@@ -69,9 +72,9 @@ def given_plan(raw: Any, catalog: Catalog, *, reason: str = "given in the plan")
     choices: dict[int, Choice] = {}
     seeds: dict[int, int] = {}
     for key, entry in entries.items():
-        task = by_id.get(int(key)) if str(key).lstrip("-").isdigit() else None
+        task = by_id.get(int(key)) if TASK_KEY.fullmatch(str(key)) else None
         if task is None:
-            raise PlanFileError(f'"choices" names task {key!r}, which is not in the plan')
+            raise PlanFileError(f'"choices" names task {str(key)[:40]!r}, which is not in the plan')
         if not isinstance(entry, dict):
             entry = {"model": entry}  # "0": "some/model" is read as the model
         model, seed = entry.get("model"), entry.get("seed")
@@ -102,8 +105,11 @@ def to_json(plan: Plan, choices: Mapping[int, Choice], request: str | None = Non
 def given_choice(
     task: Task, model_id: str, catalog: Catalog, *, seed: int | None = None, reason: str = "given"
 ) -> Choice:
-    """A model named by a person: the catalog's card for it, else a card that loads it as named."""
-    card = catalog.get(model_id, task.task) or ModelCard(id=model_id, task=task.task)
+    """A model named by a person, a file or a trace: the catalog's card, else a Hub id's."""
+    try:
+        card = named_model(model_id, task.task, catalog)
+    except ModelIdRefused as e:
+        raise PlanFileError(f"task {task.id} model {e}") from None
     return Choice(task.id, task.task, card, reason, (card,), PickSource.GIVEN, seed)
 
 

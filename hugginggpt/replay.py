@@ -15,12 +15,14 @@ import shutil
 from pathlib import Path
 from typing import Any, TextIO
 
+from .bounded_file import read_json
 from .catalog import Catalog
 from .events import Done, PickSource
 from .hashing import artifact_sha256
-from .planfile import GivenPlan, given_plan
+from .planfile import TASK_KEY, GivenPlan, PlanFileError, given_plan
 from .records import TaskStatus
 from .selection import Choice
+from .tasks import TASKS
 
 
 def parser() -> argparse.ArgumentParser:
@@ -101,12 +103,7 @@ def main(argv: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def read_trace(path: Path) -> dict[str, Any]:
-    try:
-        trace = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is not a JSON file: {e}") from None
+    trace = read_json(path)  # FileRefused (a ValueError): too large, too deep, not JSON
     if not isinstance(trace, dict) or not isinstance(trace.get("plan"), list):
         raise ValueError(f"{path} is not a trace with a plan (a run that failed before planning has none)")
     return trace
@@ -120,12 +117,15 @@ def plan_from_trace(trace: dict[str, Any], catalog: Catalog) -> GivenPlan:
     recorded = raw_choices if isinstance(raw_choices, dict) else {}
     choices: dict[str, Any] = {}
     for key, choice in recorded.items():
-        task = tasks.get(int(key), {}) if str(key).isdigit() else {}
+        task = tasks.get(int(key), {}) if TASK_KEY.fullmatch(str(key)) else {}
         choice = choice if isinstance(choice, dict) else {}
         model = task.get("model") if task.get("status") == "done" else choice.get("model")
         seed = task.get("seed", choice.get("seed"))
         choices[key] = {"model": model, "seed": seed}
     given = given_plan({"plan": trace["plan"], "choices": choices}, catalog, reason="as in the trace")
+    for t in given.plan.tasks:  # checked here, not only at Run: the review form shows the names
+        if t.task not in TASKS:
+            raise PlanFileError(f"task {t.id} of the trace has an unknown task type")
     request = trace.get("request") if isinstance(trace.get("request"), str) else ""
     modelless = {
         t.id: Choice(

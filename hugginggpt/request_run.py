@@ -85,7 +85,8 @@ class RequestRun:
         self.history = history
         self.cancelled = cancelled
         self.request_id = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
-        self.llm = pipeline.llm.recording()  # this request's own call log
+        # This request's own call log; a call in flight ends on Stop and at the request's deadline.
+        self.llm = pipeline.llm.recording(stop=cancelled)
         self.trace_path = workspace.trace_path(self.request_id)
         self.header = {
             "request_id": self.request_id,

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TextIO
 
+from .bounded_file import FileRefused, read_json
 from .catalog import Catalog
 from .plan import Plan
 from .planfile import GivenPlan, PlanFileError, given_plan, to_json
@@ -97,9 +98,9 @@ def _edit(raw: dict, out: TextIO) -> object | None:
             out.write(f"The editor ended with status {status}; the plan is unchanged.\n")
             return None
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as e:
-            out.write(f"The edited plan is not valid JSON ({e}); the plan is unchanged.\n")
+            return read_json(path)
+        except FileRefused as e:
+            out.write(f"The edited plan cannot be used ({e}); the plan is unchanged.\n")
             return None
     finally:
         path.unlink(missing_ok=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -116,7 +117,8 @@ def ray_temp_dir() -> Path:
 
 class RayCluster:
     """`ray start --head --block` on loopback in its own process group (so this test's Ray, and only
-    it, can be ended), and `serve run CONFIG` deployed on it."""
+    it, can be ended), and `serve run CONFIG` deployed on it. Token authentication is on, as the
+    README says to run Ray: every process of the cluster and every driver needs `env`'s token."""
 
     def __init__(self, workdir: Path, *, cpus: int = 2) -> None:
         self.workdir = workdir
@@ -127,6 +129,8 @@ class RayCluster:
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
             "RAY_USAGE_STATS_ENABLED": "0",
             "HF_HUB_OFFLINE": "1",
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN": secrets.token_hex(32),
         }
         ray = [sys.executable, "-m", "ray.scripts.scripts"]
         self.ray_cli = ray

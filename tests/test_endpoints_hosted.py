@@ -250,14 +250,23 @@ def test_unreachable_server(online, tmp_path):
 # --- the token -----------------------------------------------------------------------------------
 
 
-def test_token_goes_only_where_allowed(online, hf, monkeypatch, tmp_path):
+@pytest.fixture
+def hf_is_the_hub(hf, monkeypatch):
+    """The fake server's origin as HF_ENDPOINT: Hugging Face's own host, where the token may go."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "ENDPOINT", hf.base)
+
+
+def test_token_goes_only_to_hugging_face(online, hf, monkeypatch, tmp_path):
     monkeypatch.setenv("HF_TOKEN", "hf_from_env")
     model = card(hf, "summarization")
     fast().run("summarization", model, {"text": "a b"}, tmp_path)
     assert "authorization" not in hf.calls("summarization")[-1].headers  # any URL could be in a card
-    fast(token_for_urls=True).run("summarization", model, {"text": "a b"}, tmp_path)
-    assert hf.calls("summarization")[-1].headers["authorization"] == "Bearer hf_from_env"
-    fast(token="hf_argument", token_for_urls=True).run("summarization", model, {"text": "a b"}, tmp_path)
+    fast(token="hf_argument").run("summarization", model, {"text": "a b"}, tmp_path)
+    assert "authorization" not in hf.calls("summarization")[-1].headers
+    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", hf.base)  # now it is the Hub
+    fast(token="hf_argument").run("summarization", model, {"text": "a b"}, tmp_path)
     assert hf.calls("summarization")[-1].headers["authorization"] == "Bearer hf_argument"
 
 
@@ -270,20 +279,18 @@ def test_build_endpoint_passes_settings_to_hosted(monkeypatch):
     assert hosted.token == "hf_arg" and hosted.provider == "auto"
 
 
-def test_a_token_with_its_line_ending_is_sent_clean(online, hf, monkeypatch, tmp_path):
+def test_a_token_with_its_line_ending_is_sent_clean(online, hf, hf_is_the_hub, monkeypatch, tmp_path):
     monkeypatch.setenv("HF_TOKEN", "hf_from_a_windows_env_file\r\n")
-    fast(token_for_urls=True).run("summarization", card(hf, "summarization"), {"text": "a b"}, tmp_path)
+    fast().run("summarization", card(hf, "summarization"), {"text": "a b"}, tmp_path)
     assert hf.calls("summarization")[-1].headers["authorization"] == "Bearer hf_from_a_windows_env_file"
 
 
-def test_errors_never_quote_the_token(online, hf, tmp_path):
+def test_errors_never_quote_the_token(online, hf, hf_is_the_hub, tmp_path):
     """The HTTP library refuses a header with a line break inside, quoting the whole header value;
     that message reaches the chat, the trace and the LLM."""
     secret = "hf_" + "Q" * 20 + "\n" + "Z" * 14
     with pytest.raises(EndpointError) as err:
-        fast(token=secret, token_for_urls=True).run(
-            "summarization", card(hf, "summarization"), {"text": "a b"}, tmp_path
-        )
+        fast(token=secret).run("summarization", card(hf, "summarization"), {"text": "a b"}, tmp_path)
     assert "QQQQ" not in str(err.value) and "ZZZZ" not in str(err.value)
     assert "acme/summarization-model" in str(err.value)  # still says which model failed
 

@@ -114,6 +114,19 @@ def deployed(tmp_path_factory, tiny, tiny_vit, tiny_sd):
         cluster.stop()
 
 
+def test_a_driver_without_the_clusters_token_is_refused(deployed):
+    """Token authentication is on (RAY_AUTH_MODE=token): whoever reaches the ports without the token
+    runs nothing on the cluster."""
+    env = {k: v for k, v in deployed.cluster.env.items() if k != "RAY_AUTH_TOKEN"}
+    env["RAY_AUTH_TOKEN"] = "not-the-" + "clusters-token" * 3
+    driver = f"import ray; ray.init(address={deployed.cluster.address!r}); print('connected')"
+    done = subprocess.run(
+        [sys.executable, "-c", driver], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0 and "connected" not in done.stdout
+    assert "auth" in (done.stdout + done.stderr).lower()
+
+
 def test_the_config_deploys_two_runner_replicas_that_hold_models(deployed):
     from huggingface_hub import InferenceClient
 

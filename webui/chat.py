@@ -316,6 +316,10 @@ def _drive(
     if not slots.acquire(cancel, refuse_when_busy=False):  # busy with API calls: waits its turn
         events.put(Done(Outcome.CANCELLED))
         return
+    give_back = _once(slots.release)
+    # Stop, a page left or the request's deadline: the chat moves on after the grace, and so does
+    # the slot, even while a blocking call of the run has not returned yet.
+    threading.Thread(target=_give_back_when_given_up, args=(cancel, give_back), daemon=True).start()
     run = start(cancel)
     try:
         for event in run:
@@ -326,8 +330,27 @@ def _drive(
         run.close()
         if conv.ended:  # the page was left mid-run: what the run wrote since goes too
             conv.delete_files()
-        slots.release()
+        give_back()
         events.put(None)
+
+
+def _give_back_when_given_up(cancel: threading.Event, give_back: Callable[[], None]) -> None:
+    cancel.wait()
+    time.sleep(STOP_GRACE_SECONDS)
+    give_back()
+
+
+def _once(action: Callable[[], None]) -> Callable[[], None]:
+    lock, done = threading.Lock(), []
+
+    def once() -> None:
+        with lock:
+            if done:
+                return
+            done.append(True)
+        action()
+
+    return once
 
 
 def _made_media(done: Done) -> frozenset[int]:

@@ -120,8 +120,8 @@ def read_back(
     if not problems:
         try:
             plan, choices = apply_edits(draft.plan, draft.choices, edits, catalog)
-        except PlanFileError as e:
-            problems[None] = [str(e)]
+        except PlanFileError as e:  # "task N ..." goes beside its task
+            problems = problems_by_task([str(e)])
         else:
             if not plan.tasks and draft.plan.tasks:
                 problems[None] = ["every task is deleted: there is nothing to run (press Cancel instead)"]

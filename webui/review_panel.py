@@ -216,7 +216,7 @@ class Wiring:
 def _task_fields(gr: Any, t: dict[str, Any]) -> list[Any]:
     """One task's fields in review_form.field_names order, its problems under them."""
     i = t["id"]
-    gr.Markdown(f"**Task {i} · {t['task']}**", elem_id=f"review-task-{i}")
+    gr.Markdown(f"**Task {i} · {plain(t['task'])}**", elem_id=f"review-task-{i}")  # a trace's words
     with gr.Row():
         fields = [
             gr.Dropdown(

@@ -8,12 +8,13 @@ at their own server with two lines. `path:` (a local folder, relative to the fil
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from ..bounded_file import FileRefused, check_shape, parse_json
+from ..model_ids import hub_id_problem
 from ..tasks import TASKS
 from .card import ModelCard, ProviderRoute
 
@@ -74,11 +75,9 @@ def _jsonl_items(path: Path, data: bytes) -> tuple[list[tuple[int, Any]], list[s
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
-            items.append((n, json.loads(line)))
-        except json.JSONDecodeError as err:
-            problems.append(f"{path}:{n}: not valid JSON ({err.msg})")
-        except RecursionError:
-            problems.append(f"{path}:{n}: not valid JSON (nested too deeply)")
+            items.append((n, parse_json(line, f"{path}:{n}")))
+        except FileRefused as err:
+            problems.append(str(err))
     return items, problems
 
 
@@ -108,7 +107,11 @@ def _yaml_items(path: Path, text: str) -> tuple[list[tuple[int, Any]], list[str]
     for node in seq.value:
         line = node.start_mark.line + 1
         try:
-            items.append((line, loader.construct_document(node)))
+            item = loader.construct_document(node)
+            check_shape(item, f"{path}:{line}", string_keys=False)  # unknown keys get a warning
+            items.append((line, item))
+        except FileRefused as err:
+            problems.append(str(err))
         except yaml.YAMLError as err:
             problems.append(f"{path}:{line}: cannot read this entry ({getattr(err, 'problem', None) or err})")
         except RecursionError:
@@ -164,6 +167,13 @@ def check(item: Any, *, base: Path) -> tuple[dict[str, Any], list[str], list[str
                 errors.append(problem)
                 continue
         fields[name] = value
+    if "id" in fields and "path" not in fields and "endpoint_url" not in fields:
+        problem = hub_id_problem(fields["id"])  # the id alone is what gets loaded or called
+        if problem is not None:
+            errors.append(
+                f"`id` {fields['id']!r} is not a Hugging Face model id (owner/name): {problem}; "
+                "a model that is not on the Hub needs `path:` or `endpoint_url:`"
+            )
     if "endpoint_url" in fields:
         url = urlparse(fields["endpoint_url"])
         if url.scheme not in ("http", "https") or not url.netloc:

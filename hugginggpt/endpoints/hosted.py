@@ -4,7 +4,8 @@ A model card with `endpoint_url` is called at that URL (an Inference Endpoint, a
 server speaking the HF inference protocol); otherwise the hub id goes to an inference provider:
 the configured one, or with "auto" the first that serves the model live for the task, from the
 Hub's provider mapping (hosted_routes.py). What each task sends and how its answer becomes
-artifacts is in hosted_tasks.py.
+artifacts is in hosted_tasks.py. A card without a URL must have a Hub id (model_ids.py); where the
+HF token may go is decided by the transport alone (transport.py).
 """
 
 from __future__ import annotations
@@ -16,27 +17,20 @@ import re
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from ..artifacts import Artifact
 from ..catalog import ModelCard
+from ..model_ids import hub_id_problem
 from ..text import shorten
+from . import transport
 from .base import Endpoint, EndpointError, ModelUnavailable, Stopped, StopSignal
 from .hosted_routes import AUTO, NO_TOKEN_NEEDED, ProviderBook, pick, why_not
 from .hosted_tasks import CONTROLNET_OPS, OPS, TaskOp, to_artifacts
 
 log = logging.getLogger(__name__)
 
-# Hosts that belong to Hugging Face: the HF token may always be sent there. Any other endpoint
-# URL (it comes from a catalog card, which a user may have added) gets it only when allowed.
-HF_HOSTS = ("huggingface.co", "huggingface.cloud", "hf.space")
 RETRY_STATUS = {503: "the model is still loading (HTTP 503)", 429: "rate limited (HTTP 429)"}
 REFUSED_STATUS = (401, 403, 404)  # the model is not there for us: the endpoint cannot serve it
-
-
-def _is_hf_host(url: str) -> bool:
-    host = (urlparse(url).hostname or "").lower()
-    return any(host == h or host.endswith("." + h) for h in HF_HOSTS)
 
 
 class HostedEndpoint(Endpoint):
@@ -51,12 +45,10 @@ class HostedEndpoint(Endpoint):
         retries: int = 3,
         backoff: float = 2.0,
         max_wait: float = 30.0,
-        token_for_urls: bool = False,
         providers: ProviderBook | None = None,
     ) -> None:
         """`retries`: extra tries after a 503 (model loading) or 429 (rate limit), waiting
         `backoff` * 2**n seconds (or what the server asks, at most `max_wait`) in between.
-        `token_for_urls`: also send the HF token to endpoint URLs outside Hugging Face's hosts.
         `providers`: where the provider mapping of a card without one is looked up."""
         token = token if token is not None else os.environ.get("HF_TOKEN")
         # A token pasted with its line ending (a .env file saved on Windows) is no valid header.
@@ -67,7 +59,7 @@ class HostedEndpoint(Endpoint):
         self.retries = retries
         self.backoff = backoff
         self.max_wait = max_wait
-        self.token_for_urls = token_for_urls
+        transport.install()
 
     def describe(self) -> str:
         return f"hosted (huggingface_hub InferenceClient, provider {self.provider})"
@@ -85,7 +77,7 @@ class HostedEndpoint(Endpoint):
             return False
         if model.endpoint_url:  # a URL always goes through the hf-inference protocol
             return op.by_url
-        if model.path:  # a local folder has no hosted counterpart
+        if model.path or hub_id_problem(model.id):  # a local folder, a URL: no hosted counterpart
             return False
         return self._route(model, op)[1] is None
 
@@ -108,18 +100,9 @@ class HostedEndpoint(Endpoint):
     def _client(self, model: ModelCard, provider: str) -> Any:
         from huggingface_hub import InferenceClient
 
+        transport.install()  # the token rule, even if somebody replaced huggingface_hub's client since
         if model.endpoint_url:
-            headers = None
-            if not (_is_hf_host(model.endpoint_url) or self.token_for_urls):
-                # None drops the header InferenceClient would otherwise fill from the saved login.
-                headers = {"authorization": None}
-            token = self.token if headers is None else None
-            return InferenceClient(
-                model=model.endpoint_url,
-                token=token,
-                timeout=self.timeout,
-                headers=headers,  # type: ignore[arg-type]  # typed dict[str, str]; a None value drops it
-            )
+            return InferenceClient(model=model.endpoint_url, token=self.token, timeout=self.timeout)
         return InferenceClient(
             model=model.id,
             provider=provider,  # type: ignore[arg-type]  # a Literal of the providers it knew when released
@@ -142,6 +125,9 @@ class HostedEndpoint(Endpoint):
             raise ModelUnavailable(f"{model.id}: hosted inference has no method for task {task!r}")
         if model.endpoint_url:
             provider, where = NO_TOKEN_NEEDED, f"{model.id} at {model.endpoint_url}"
+        elif problem := hub_id_problem(model.id):  # a URL or a path in a card: never called
+            name = shorten(repr(model.id), 120)
+            raise ModelUnavailable(f"{name} is not a Hugging Face model id: {problem}")
         else:
             provider, refusal = self._route(model, op)
             where = f"{model.id} ({provider})"

@@ -106,6 +106,9 @@ class ProviderBook:
         from huggingface_hub import HfApi
         from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
+        from . import transport
+
+        transport.install()  # the HF token goes only to Hugging Face's hosts (transport.py)
         try:
             info = HfApi().model_info(
                 model_id, expand=["inferenceProviderMapping"], token=self.token, timeout=self.timeout

@@ -1,13 +1,17 @@
-"""huggingface_hub's HTTP client, taught two things about our own expert servers (experts_url).
+"""huggingface_hub's HTTP client, taught where the HF token may go and two things about our own
+expert servers (experts_url).
 
+- The HF token goes only to Hugging Face's own hosts (HF_HOSTS over https, and the Hub that HF_ENDPOINT
+  names): every other request loses its Authorization header here, whatever card, plan or trace
+  named the URL, and on every redirect hop. This is the one place that decides it.
 - Offline mode (HF_HUB_OFFLINE) refuses every request huggingface_hub makes, to any host. An expert
   server is not the Hub: requests to a registered server pass while everything else stays refused.
 - A Stop must reach the server. InferenceClient blocks on its HTTP call; for a registered server the
   call goes over a socket this module owns, and once the calling thread's stop signal is set the
   socket is shut down: the server sees its client leave and stops the model between two steps.
 
-`register(url)` installs the client (huggingface_hub.set_client_factory) the first time; requests to
-other hosts go through httpx as before, with huggingface_hub's own request hook.
+`install()` wraps whatever client factory huggingface_hub uses (its own, or one set by somebody
+else) with these rules; the hosted endpoint calls it before each call, `register(url)` too.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ _SERVERS: set[tuple[str, str, int]] = set()  # (scheme, host, port) of registere
 _local = threading.local()  # .stop: the signal of the call this thread is making
 _lock = threading.Lock()
 _POLL_S = 0.05  # how often a waiting call looks at its stop signal
+# Hugging Face's own domains (the Hub, the inference router, Inference Endpoints, Spaces, downloads).
+HF_HOSTS = ("huggingface.co", "hf.co", "huggingface.cloud", "hf.space")
 
 
 def _origin(scheme: str, host: str, port: int | None) -> tuple[str, str, int]:
@@ -35,7 +41,25 @@ def register(url: str) -> None:
     parts = urlsplit(url)
     with _lock:
         _SERVERS.add(_origin(parts.scheme, parts.hostname or "", parts.port))
-    _install()
+    install()
+
+
+def is_hf_origin(scheme: str, host: str, port: int | None) -> bool:
+    """Whether the HF token may be sent to this origin: a Hugging Face host over https, or the Hub
+    the operator configured (HF_ENDPOINT, which may be a mirror or, in tests, a fake)."""
+    from huggingface_hub import constants
+
+    host = host.lower()
+    if scheme == "https" and any(host == h or host.endswith("." + h) for h in HF_HOSTS):
+        return True
+    hub = urlsplit(constants.ENDPOINT)
+    return _origin(scheme, host, port) == _origin(hub.scheme, hub.hostname or "", hub.port)
+
+
+def _credential_rule(request: Any) -> None:
+    url = request.url
+    if not is_hf_origin(url.scheme, url.host, url.port):
+        request.headers.pop("authorization", None)
 
 
 @contextmanager
@@ -53,43 +77,48 @@ def _registered(request: Any) -> bool:
     return _origin(url.scheme, url.host, url.port) in _SERVERS
 
 
-def _install() -> None:
-    """Our client factory, unless it is already the one huggingface_hub uses (something may have set
-    another since: it is set again, which closes huggingface_hub's shared client once)."""
+def install() -> None:
+    """Our rules around the client factory huggingface_hub uses, unless they are there already
+    (something may have set another factory since: it is wrapped in turn, which closes
+    huggingface_hub's shared client once)."""
     from huggingface_hub import set_client_factory
     from huggingface_hub.utils import _http
 
     with _lock:
-        if getattr(_http, "_GLOBAL_CLIENT_FACTORY", None) is not _client:
-            set_client_factory(_client)
+        current = _http._GLOBAL_CLIENT_FACTORY
+        if not getattr(current, "ours", False):
+            set_client_factory(_Factory(current))
 
 
-def _client() -> Any:
-    import httpx2
+class _Factory:
+    """The client `inner` makes, with the credential rule first among its request hooks and our
+    transport in front of its own (for registered servers)."""
 
-    return httpx2.Client(
-        event_hooks={"request": [_hook]},
-        follow_redirects=True,
-        timeout=None,
-        # _Transport has httpx2.BaseTransport's methods without subclassing it (no httpx2 import at load)
-        transport=_Transport(),  # type: ignore[arg-type]
-    )
+    ours = True
 
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
 
-def _hook(request: Any) -> Any:
-    """huggingface_hub's own request hook (offline check, request id), except for our servers."""
-    from huggingface_hub.utils import _http
+    def __call__(self) -> Any:
+        client = self.inner()
+        hooks = list(client.event_hooks["request"])
 
-    return None if _registered(request) else _http.hf_request_event_hook(request)
+        def hook(request: Any) -> None:
+            _credential_rule(request)
+            if not _registered(request):  # huggingface_hub's own hooks (offline check, request id)
+                for inner_hook in hooks:
+                    inner_hook(request)
+
+        client.event_hooks = {"request": [hook], "response": client.event_hooks["response"]}
+        client._transport = _Transport(client._transport)
+        return client
 
 
 class _Transport:
-    """httpx's transport for every other host; a plain socket, shut down on Stop, for ours."""
+    """The client's own transport for every other host; a plain socket, shut down on Stop, for ours."""
 
-    def __init__(self) -> None:
-        import httpx2
-
-        self._default = httpx2.HTTPTransport()
+    def __init__(self, default: Any) -> None:
+        self._default = default
 
     def handle_request(self, request: Any) -> Any:
         if not _registered(request):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .limits import BODY_SECONDS, MAX_AUDIO_SECONDS, MAX_CONNECTIONS, MAX_PIXELS
 from .settings import ServerSettings
 
 
@@ -23,6 +24,30 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-gb", type=float, help="memory for resident models (default: the runtime's)")
     p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best there is)")
     p.add_argument("--diffusion-steps", type=int, metavar="N", help="denoising steps (default 25)")
+    p.add_argument(
+        "--max-pixels",
+        type=int,
+        default=MAX_PIXELS,
+        help=f"largest image, width x height (default {MAX_PIXELS})",
+    )
+    p.add_argument(
+        "--max-audio-seconds",
+        type=float,
+        default=MAX_AUDIO_SECONDS,
+        help=f"longest audio clip (default {MAX_AUDIO_SECONDS:g})",
+    )
+    p.add_argument(
+        "--body-seconds",
+        type=float,
+        default=BODY_SECONDS,
+        help=f"time to receive a request's body (default {BODY_SECONDS:g}; then 408)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=MAX_CONNECTIONS,
+        help=f"connections at once (default {MAX_CONNECTIONS}; beyond it 503)",
+    )
     return p
 
 
@@ -37,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
                 "memory_gb": args.memory_gb,
                 "device": args.device,
                 "diffusion_steps": args.diffusion_steps,
+                "max_pixels": args.max_pixels,
+                "max_audio_seconds": args.max_audio_seconds,
+                "body_seconds": args.body_seconds,
+                "max_connections": args.max_connections,
             }
         )
     except ValueError as exc:
@@ -46,8 +75,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from .app import LocalBackend, create_app
 
-    app = create_app(LocalBackend(settings.runtime()), settings.table(), seed=settings.seed)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    limits = settings.limits()
+    app = create_app(LocalBackend(settings.runtime()), settings.table(), seed=settings.seed, limits=limits)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", **limits.uvicorn_options())
     return 0
 
 

@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 from ..handlers import HANDLERS
 from .jobs import BAD_REQUEST, CLIENT_GONE, FAILED, UNSERVABLE, Job, Reply, execute
+from .limits import Limits, MediaRefused
 from .models import ModelTable, UnknownModel
 from .protocol import BadInput, decode, encode
 
@@ -119,9 +120,16 @@ async def _run(backend: Backend, job: Job, request: Request) -> Reply:
 
 
 def create_app(
-    backend: Backend, table: ModelTable, *, seed: int | None = None, max_body_bytes: int = MAX_BODY_BYTES
+    backend: Backend,
+    table: ModelTable,
+    *,
+    seed: int | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    limits: Limits | None = None,
 ) -> Starlette:
-    """`seed`: used for requests that bring none (parameters.seed), so outputs repeat."""
+    """`seed`: used for requests that bring none (parameters.seed), so outputs repeat. `limits`: what
+    one request may bring (pixels, audio seconds) and how long its body may take to arrive."""
+    limits = limits or Limits()
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "backend": backend.name})
@@ -160,14 +168,20 @@ def create_app(
         except UnknownModel as exc:
             return error(UNSERVABLE, str(exc))
         try:
-            parsed = decode(
-                task, await _body(request, max_body_bytes), request.headers.get("content-type", ""), chat=chat
-            )
+            body = await asyncio.wait_for(_body(request, max_body_bytes), limits.body_seconds)
+            parsed = decode(task, body, request.headers.get("content-type", ""), chat=chat)
             call_seed = parsed.seed if parsed.seed is not None else seed
+            for _, media in parsed.calls:  # before any model is loaded or any pixel decoded
+                for kind, file in media.items():
+                    limits.check(file.data, kind)
         except BadInput as exc:
             return error(BAD_REQUEST, f"{model_id} ({task}): {exc}")
+        except MediaRefused as exc:
+            return error(exc.status, f"{model_id} ({task}): {exc}")
         except TooLarge as exc:
             return error(413, str(exc))
+        except TimeoutError:  # a client that stalls mid-body must not hold the connection
+            return error(408, f"the request body did not arrive within {limits.body_seconds:g} s")
         outputs = []
         for inputs, media in parsed.calls:
             reply = await _run(backend, Job(task, model_id, source, inputs, media, call_seed), request)

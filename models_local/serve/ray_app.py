@@ -197,7 +197,9 @@ class Ingress:
         self.backend = RayBackend(runners, parse_groups(groups))
 
     def __serve_build_asgi_app__(self) -> Any:
-        return create_app(self.backend, self.settings.table(), seed=self.settings.seed)
+        return create_app(
+            self.backend, self.settings.table(), seed=self.settings.seed, limits=self.settings.limits()
+        )
 
 
 def build(args: dict[str, Any]) -> Any:

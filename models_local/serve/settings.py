@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from .limits import BODY_SECONDS, MAX_AUDIO_SECONDS, MAX_CONNECTIONS, MAX_PIXELS, Limits
 from .models import ModelTable
 
 
@@ -17,6 +18,10 @@ class ServerSettings:
     memory_gb: float | None = None  # the runtime's budget for resident models (per replica)
     device: str | None = None  # cpu | cuda | cuda:1 | mps (default: the best there is)
     diffusion_steps: int | None = None  # denoising steps (default: the runtime's, 25)
+    max_pixels: int = MAX_PIXELS  # an image over this (width x height, from its header) is refused: 413
+    max_audio_seconds: float = MAX_AUDIO_SECONDS  # a longer clip is refused: 413
+    body_seconds: float = BODY_SECONDS  # a request body that takes longer is refused: 408
+    max_connections: int = MAX_CONNECTIONS  # python -m models_local.serve: beyond it, 503 at once
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any] | None) -> ServerSettings:
@@ -31,7 +36,19 @@ class ServerSettings:
             raise ValueError(f"models_dir {settings.models_dir} is not a folder")
         if settings.diffusion_steps is not None and settings.diffusion_steps < 1:
             raise ValueError("diffusion_steps must be at least 1")
+        if min(settings.max_pixels, settings.max_audio_seconds, settings.body_seconds) <= 0:
+            raise ValueError("max_pixels, max_audio_seconds and body_seconds must be more than 0")
+        if settings.max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
         return settings
+
+    def limits(self) -> Limits:
+        return Limits(
+            max_pixels=self.max_pixels,
+            max_audio_seconds=self.max_audio_seconds,
+            body_seconds=self.body_seconds,
+            max_connections=self.max_connections,
+        )
 
     def table(self) -> ModelTable:
         folder = Path(self.models_dir).expanduser().resolve() if self.models_dir else None

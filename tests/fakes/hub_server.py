@@ -125,7 +125,8 @@ class FakeHub:
                 url = urlparse(self.path)
                 query = parse_qs(url.query)
                 path = unquote(url.path)
-                hub.requests.append({"path": path, "query": query})
+                auth = self.headers.get("authorization")
+                hub.requests.append({"path": path, "query": query, "authorization": auth})
                 if path == "/api/models" and hub.api_status != 200:
                     body = json.dumps({"error": "Invalid credentials in Authorization header"}).encode()
                     return self._send(hub.api_status, body, "application/json")

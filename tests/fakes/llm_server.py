@@ -39,6 +39,7 @@ class Reply:
     end_after: int | None = None  # a stream ends after this many pieces: no finish reason, no [DONE]
     reset_after: int | None = None  # the connection is dropped after this many streamed pieces
     chunk_chars: int | None = None  # stream pieces of this many characters (else word by word)
+    trickle: float = 0.0  # seconds between single bytes of a streamed reply (no piece is ever whole)
 
 
 class FakeLLMServer:
@@ -47,6 +48,7 @@ class FakeLLMServer:
         self.latency = latency  # added to every reply
         self.requests: list[dict[str, Any]] = []
         self.dropped_streams = 0  # streamed replies whose client hung up before the end
+        self.hung_up_at: list[float] = []  # time.monotonic() when a trickled reply found its client gone
         self.responder: Callable[[str, dict[str, Any]], Reply | str] | None = None
         self._queues: dict[str, list[Reply]] = defaultdict(list)
         self._lock = threading.Lock()
@@ -169,6 +171,8 @@ class FakeLLMServer:
                     "created": 0,
                     "model": "fake",
                 }
+                if reply.trickle:
+                    return self._trickle(base, reply)
                 for n, piece in enumerate(_pieces(reply)):
                     if n == reply.end_after:  # the stream just ends, as a cut connection through a proxy
                         self.close_connection = True
@@ -201,6 +205,22 @@ class FakeLLMServer:
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
                 self.close_connection = True
+
+            def _trickle(self, base: dict[str, Any], reply: Reply) -> None:
+                chunk = {**base, "choices": [{"index": 0, "delta": {"content": reply.content}}]}
+                end = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+                data = f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode()
+                self.close_connection = True
+                for n in range(len(data)):
+                    try:
+                        self.wfile.write(data[n : n + 1])
+                        self.wfile.flush()
+                    except OSError:
+                        with fake._lock:
+                            fake.dropped_streams += 1
+                            fake.hung_up_at.append(time.monotonic())
+                        return
+                    time.sleep(reply.trickle)
 
         return Handler
 
