@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from hugginggpt import metrics
 from hugginggpt.artifacts import MEDIA_KINDS
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
@@ -90,6 +91,9 @@ class ChatApp:
         for problem in self.catalog.problems:  # the operator reads the details in the log
             log.warning("catalog: %s", problem)
         self.slots = RunSlots(concurrency or settings.app_concurrency)  # shared with the MCP and API doors
+        metrics.watch(
+            slots_in_use=lambda: self.slots.running, conversations_open=lambda: len(self.conversations)
+        )
 
     def conversation(self, session: str, client: str = "") -> Conversation:
         return self.conversations.get(session, client)
