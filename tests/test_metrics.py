@@ -43,6 +43,8 @@ def metered_app(llm_server, tmp_path_factory):
         api_keys=("api-key",),
         metrics=True,
         metrics_key=KEY,
+        llm_input_price=1.5,
+        llm_output_price=6.0,
     )
     with running_app(settings, catalog=fake_catalog(), endpoint=FakeEndpoint(duration=0.05)) as demo:
         yield demo
@@ -61,7 +63,10 @@ def api_request(url: str, image) -> None:
     completion = client.chat.completions.create(
         model="hugginggpt", messages=[{"role": "user", "content": content}]
     )
-    assert completion.usage.total_tokens > 0
+    usage = completion.usage
+    assert usage.total_tokens > 0 and set(usage.model_extra["by_stage"]) == {"plan", "select", "respond"}
+    priced = (usage.prompt_tokens * 1.5 + usage.completion_tokens * 6.0) / 1e6
+    assert usage.model_extra["cost"] == round(priced, 6)
 
 
 def test_metrics_count_a_chat_and_an_api_request_with_their_labels(metered_app, tmp_path):
@@ -87,6 +92,7 @@ def test_metrics_count_a_chat_and_an_api_request_with_their_labels(metered_app, 
         for direction in ("input", "output"):
             assert grew("hugginggpt_llm_tokens_total", stage=stage, direction=direction) > 0
     assert grew("hugginggpt_result_cache_lookups_total", result="miss") == 6
+    assert grew("hugginggpt_llm_cost_total") > 0
     assert grew("hugginggpt_slot_wait_seconds_count") >= 2
     assert value(after, "hugginggpt_slots_in_use") == 0
     assert value(after, "hugginggpt_conversations_open") >= 1

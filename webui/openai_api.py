@@ -293,10 +293,20 @@ def _details(finished: Finished) -> dict[str, Any]:
     }
 
 
-def _usage(done: Done) -> dict[str, int]:
+def _usage(done: Done) -> dict[str, Any]:
     tokens = done.trace.get("tokens") or {}
     prompt, completion = int(tokens.get("prompt") or 0), int(tokens.get("completion") or 0)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    spent = done.trace.get("usage") or {}
+    if spent:  # added fields: tokens by stage and, at the operator's prices, the cost
+        usage["by_stage"] = spent["by_stage"]
+        if spent.get("cost") is not None:
+            usage["cost"] = spent["cost"]
+    return usage
 
 
 def _model_card() -> dict[str, Any]:
