@@ -30,7 +30,7 @@ from hugginggpt.cli import describe
 from hugginggpt.events import AnswerDelta, Done, ErrorKind, Outcome
 
 from .api_files import MAX_FILES, InputRefused, result_json, root_url
-from .calls import Accepted, Calls, Credentials, Finished, drive
+from .calls import Accepted, Calls, Credentials, Finished, TokensSpent, drive
 from .openai_messages import files_markdown, read_messages
 from .slots import Busy
 
@@ -145,11 +145,15 @@ class _API:
                 cancelled=cancelled,
                 history=conversation.history,
                 context=context,
+                visitor=request.client.host if request.client else "",
             )
 
         items = drive(work, heartbeat=HEARTBEAT_SECONDS)
         try:
             accepted = await _until_accepted(items, request)
+        except TokensSpent as e:
+            await items.aclose()
+            return error(429, str(e), code="rate_limit_exceeded")
         except InputRefused as e:
             await items.aclose()
             return error(400, str(e), code="invalid_input")
