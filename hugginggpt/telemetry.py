@@ -16,6 +16,7 @@ operator sets trace_content; keys never do.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 SERVICE = "hugginggpt"
 SCOPE = "hugginggpt"
 NS = 1_000_000_000
+EXIT_WAIT_S = 2.0  # at exit, unsent spans get this long (a collector that is down holds nothing)
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {}  # "provider": TracerProvider | None, once read from the environment
@@ -61,9 +63,19 @@ def provider_from_env(service: str) -> TracerProvider | None:
 
     # OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win over our default name
     resource = Resource.create({} if os.environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: service})
-    provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    processor = BatchSpanProcessor(OTLPSpanExporter())
+    provider.add_span_processor(processor)
+    atexit.register(_shut_within, processor, EXIT_WAIT_S)
     return provider
+
+
+def _shut_within(processor: Any, seconds: float) -> None:
+    """Send what is left, in a thread given `seconds`: the exporter alone would retry a collector
+    that is down for its whole time-out (10 s) before the process could end."""
+    sending = threading.Thread(target=processor.shutdown, daemon=True, name="otel-exit")
+    sending.start()
+    sending.join(seconds)
 
 
 def tracer() -> Tracer | None:
@@ -79,9 +91,14 @@ def tracer() -> Tracer | None:
 def configure() -> bool:
     """Read the OTEL_* variables again (tests; a process whose environment changed); True when on."""
     shutdown()
-    with _lock:
-        _state["provider"] = provider_from_env(SERVICE)
+    use(provider_from_env(SERVICE))
     return _state["provider"] is not None
+
+
+def use(provider: TracerProvider | None) -> None:
+    """Send spans to `provider` from now on (None: traces off); benchmarks switch between several."""
+    with _lock:
+        _state["provider"] = provider
 
 
 def flush(timeout_s: float = 5.0) -> None:

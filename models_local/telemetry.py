@@ -7,6 +7,7 @@ by a background thread, and a collector that is down costs a call nothing. Off, 
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 from collections.abc import Iterator, Mapping
@@ -14,6 +15,7 @@ from contextlib import contextmanager, nullcontext
 from typing import Any
 
 SERVICE = "hugginggpt-experts"
+EXIT_WAIT_S = 2.0  # at exit, unsent spans get this long (a collector that is down holds nothing)
 _lock = threading.Lock()
 _state: dict[str, Any] = {}  # "tracer": Tracer | None, once read from the environment
 
@@ -43,10 +45,20 @@ def _make() -> Any:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     resource = Resource.create({} if os.environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: SERVICE})
-    provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    processor = BatchSpanProcessor(OTLPSpanExporter())
+    provider.add_span_processor(processor)
+    atexit.register(_shut_within, processor, EXIT_WAIT_S)
     _state["provider"] = provider
     return provider.get_tracer("models_local")
+
+
+def _shut_within(processor: Any, seconds: float) -> None:
+    """Send what is left, in a thread given `seconds`: the exporter alone would retry a collector
+    that is down for its whole time-out (10 s) before the process could end."""
+    sending = threading.Thread(target=processor.shutdown, daemon=True, name="otel-exit")
+    sending.start()
+    sending.join(seconds)
 
 
 def configure() -> bool:

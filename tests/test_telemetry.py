@@ -164,3 +164,23 @@ def test_without_otel_variables_nothing_is_traced(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     assert not telemetry.configure()
     assert telemetry.tracer() is None and telemetry.inject({}) == {}
+
+
+def test_a_collector_that_is_down_changes_no_requests_outcome(tmp_path, monkeypatch):
+    from fakes.endpoints import FakeEndpoint, cards
+
+    with FakeLLMServer() as llm:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+        assert telemetry.configure()
+        llm.script("plan", '{"tasks": [{"task": "summarization", "id": 0, "args": {"text": "a b c"}}]}')
+        llm.script("respond", "Summarized.")
+        client = OpenAICompatibleLLM(base_url=llm.url, model="fake-llm", api_key=KEY, max_retries=0)
+        catalog = Catalog(cards(("s", "summarization", 1)))
+        pipeline = Pipeline(llm=client, catalog=catalog, endpoint=FakeEndpoint(), settings=Settings())
+        try:
+            for i in range(3):
+                done = list(pipeline.run("sum it up", workspace=Workspace(tmp_path / f"c{i}")))[-1]
+                assert done.outcome is Outcome.ANSWERED and done.answer == "Summarized."
+        finally:
+            monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+            telemetry.use(None)  # its spans are dropped; nothing waits for the dead collector
