@@ -54,10 +54,13 @@ MODELS_BYTES = Gauge("hugginggpt_models_resident_bytes", "Bytes of the models lo
 
 def counted(events: Iterator[Event]) -> Iterator[Event]:
     """The run's events, unchanged; its Done is counted."""
-    for event in events:
-        if isinstance(event, Done):
-            request_done(event)
-        yield event
+    try:
+        for event in events:
+            if isinstance(event, Done):
+                request_done(event)
+            yield event
+    finally:  # a listener that stops early stops the run (execute.py)
+        getattr(events, "close", lambda: None)()
 
 
 def request_done(done: Done) -> None:

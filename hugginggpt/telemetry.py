@@ -149,6 +149,7 @@ def _traced(events: Iterator[Event], spans: _RunSpans) -> Iterator[Event]:
             yield event
     finally:
         spans.close()
+        getattr(events, "close", lambda: None)()  # a listener that stops early stops the run
 
 
 class _RunSpans:

@@ -43,13 +43,16 @@ class DailyTokens:
 
     def counted(self, visitor: str, events: Iterator[Event]) -> Iterator[Event]:
         """The run's events, unchanged; its tokens are charged to `visitor` at its Done."""
-        for event in events:
-            if isinstance(event, Done) and self.limit:
-                spent = int((event.trace.get("usage") or {}).get("total_tokens") or 0)
-                with self._lock:
-                    self._roll()
-                    self._spent[visitor] = self._spent.get(visitor, 0) + spent
-            yield event
+        try:
+            for event in events:
+                if isinstance(event, Done) and self.limit:
+                    spent = int((event.trace.get("usage") or {}).get("total_tokens") or 0)
+                    with self._lock:
+                        self._roll()
+                        self._spent[visitor] = self._spent.get(visitor, 0) + spent
+                yield event
+        finally:  # a listener that stops early stops the run
+            getattr(events, "close", lambda: None)()
 
     def _roll(self) -> None:
         today = self._today()
