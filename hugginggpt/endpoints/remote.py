@@ -58,7 +58,8 @@ class RemoteEndpoint(Endpoint):
             if self._listing is None and time.monotonic() - self._asked_at >= RETRY_LISTING_S:
                 self._asked_at = time.monotonic()
                 try:
-                    asking = urllib.request.Request(f"{self.url}/models", headers=telemetry.inject({}))
+                    url, traced = f"{self.url}/models", telemetry.inject({})  # traceparent, if tracing
+                    asking = urllib.request.Request(url, headers=traced) if traced else url
                     with urllib.request.urlopen(asking, timeout=10) as reply:
                         self._listing = json.loads(reply.read())
                 except (OSError, ValueError) as exc:
