@@ -4,6 +4,7 @@ scraped after a chat request and an OpenAI-API request, with the labels an opera
 from __future__ import annotations
 
 import base64
+import re
 
 import httpx
 import openai
@@ -53,7 +54,9 @@ def metered_app(llm_server, tmp_path_factory):
 def chat_request(url: str, image) -> None:
     client = Client(url, verbose=False)
     message = {"text": "caption this, draw it and read it aloud", "files": [handle_file(str(image))]}
-    client.submit(message, "", "", "", "local", 5, False, api_name="/chat").result()
+    messages, _, _ = client.submit(message, "", "", "", "local", 5, False, api_name="/chat").result()
+    titles = [str((m.get("metadata") or {}).get("title") or "") for m in messages]
+    assert any(re.search(r"^3 tasks · .* · [\d,]+ tokens · cost 0\.\d+$", t) for t in titles), titles
 
 
 def api_request(url: str, image) -> None:
