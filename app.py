@@ -30,6 +30,7 @@ from webui.calls import Calls
 from webui.chat import ChatApp, LLMChoice
 from webui.files import Publisher
 from webui.headers import ContentSecurityPolicy
+from webui.metrics_route import route as metrics_route
 from webui.openai_api import routes as openai_routes
 from webui.proxy_warning import ProxyWarning
 from webui.settings_panel import field_problems, status_for
@@ -474,6 +475,8 @@ def launch_options(max_upload_bytes: int = 20_000_000, *, demo: Any = None) -> d
         if not demo.chat_app.settings.is_public:  # a proxy in front would make strangers trusted
             options["app_kwargs"]["middleware"].append(Middleware(ProxyWarning))
         options["app_kwargs"]["routes"] = [openai_routes(demo.calls)]
+        if demo.chat_app.settings.metrics:  # Prometheus, HUGGINGGPT_METRICS=1
+            options["app_kwargs"]["routes"].append(metrics_route(demo.chat_app.settings.metrics_key))
     return options
 
 

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from . import metrics
 from .artifacts import Artifact
 from .catalog import ModelCard
 from .config import CACHE_SCOPES
@@ -117,6 +118,7 @@ class ResultCache:
         """The stored outputs, their files copied into `out_dir`; None when there is no entry."""
         entry = self.root / "entries" / key
         if not (entry / _META).is_file():
+            metrics.cache_lookup(hit=False)
             return None
         with self._locked():
             try:
@@ -126,7 +128,9 @@ class ResultCache:
             except (OSError, ValueError, KeyError, TypeError) as e:  # damaged or gone: drop it
                 log.warning("cache entry %s unusable, dropped: %s", key[:12], e)
                 shutil.rmtree(entry, ignore_errors=True)
+                metrics.cache_lookup(hit=False)
                 return None
+        metrics.cache_lookup(hit=True)
         return outputs
 
     def put(self, key: str, outputs: list[Artifact]) -> bool:

@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
+from . import usage
 from .artifacts import Artifact
 from .config import INFERENCE_MODES, Settings, load_settings
 from .events import (
@@ -241,7 +242,8 @@ def finish(done: Done, as_json: bool, *, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def result_json(done: Done) -> dict[str, Any]:
-    """The --json contract: {answer, error, llm_calls, tasks, trace_file}, plus outcome and error_kind."""
+    """The --json contract: {answer, error, llm_calls, tasks, trace_file}, plus outcome, error_kind
+    and usage (usage.summarize)."""
     return {
         "answer": done.answer,
         "error": done.error,
@@ -263,6 +265,7 @@ def result_json(done: Done) -> dict[str, Any]:
             for r in done.records
         ],
         "trace_file": str(done.trace_file) if done.trace_file else None,
+        "usage": done.trace.get("usage"),  # tokens by stage, and their cost at the operator's prices
     }
 
 
@@ -308,5 +311,6 @@ def describe(event: Event, root: Path) -> str | None:
         case Done(outcome=outcome, trace=trace) as done:
             seconds = trace.get("timings", {}).get("total", 0)
             ending = "" if done.ok else f" ({outcome})"
-            return f"[done] {done.llm_calls} LLM call(s), {seconds:.2f} s{ending}"
+            spent = f", {usage.describe(trace['usage'])}" if trace.get("usage") else ""
+            return f"[done] {done.llm_calls} LLM call(s), {seconds:.2f} s{spent}{ending}"
     return None

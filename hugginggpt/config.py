@@ -93,6 +93,13 @@ class Settings:
     cache_scope: str = "conversation"  # or "process": entries shared by every conversation
     seed: int = 0  # the base from which sampling tasks' seeds are derived
     review: bool = False  # stop after planning and selection for a person to check the plan
+    # Observability (README: "Traces, metrics and cost"). Traces go where the OTEL_* variables say.
+    trace_content: bool = False  # prompts and replies on the spans too (never a visitor's keys)
+    metrics: bool = False  # Prometheus metrics at /metrics on the app's port
+    metrics_key: str | None = field(default=None, repr=False)  # a bearer token /metrics then asks for
+    llm_input_price: float = 0.0  # per million input tokens, in the operator's currency; 0: no cost shown
+    llm_output_price: float = 0.0  # per million output tokens
+    visitor_daily_tokens: int = 0  # on a public app, LLM tokens one visitor may spend a day; 0: no limit
 
     def __post_init__(self) -> None:
         if self.inference not in INFERENCE_MODES:
@@ -119,6 +126,8 @@ class Settings:
         if self.cache_scope not in CACHE_SCOPES:
             scopes = ", ".join(CACHE_SCOPES)
             raise ValueError(f"cache_scope must be one of {scopes}, not {self.cache_scope!r}")
+        if min(self.llm_input_price, self.llm_output_price, self.visitor_daily_tokens) < 0:
+            raise ValueError("llm_*_price and visitor_daily_tokens must not be negative")
         if self.cache_max_bytes < 0 or not 0 <= self.seed < 2**31:
             raise ValueError("cache_max_bytes must not be negative; seed is from 0 to 2**31 - 1")
 

@@ -6,6 +6,7 @@ model, then the next candidates; a task that fails for good skips its dependants
 
 from __future__ import annotations
 
+import contextvars
 import json
 import queue
 import threading
@@ -79,7 +80,9 @@ def execute_steps(
     def start(task_id: int) -> None:
         nonlocal running
         running += 1
-        pool.submit(run_task, by_id[task_id], choices[task_id], records, ctx, inbox)
+        # in the caller's context: a task's span (and its traceparent) joins the request's trace
+        in_context = contextvars.copy_context().run
+        pool.submit(in_context, run_task, by_id[task_id], choices[task_id], records, ctx, inbox)
 
     finished = False
     try:
@@ -225,7 +228,9 @@ def _call_with_timeout(
         except Exception as e:  # any other failure of a model is that model's failure
             result["error"] = EndpointError(f"{type(e).__name__}: {e}")
 
-    worker = threading.Thread(target=call, daemon=True, name=f"model-{task}")
+    worker = threading.Thread(
+        target=contextvars.copy_context().run, args=(call,), daemon=True, name=f"model-{task}"
+    )
     worker.start()
     worker.join(timeout)
     if worker.is_alive():

@@ -91,6 +91,7 @@ class LLMCall:
     json_mode: bool = False
     cut: str | None = None
     error: str | None = None
+    started: float = field(default_factory=time.time)  # wall clock, for the call's span
 
 
 class HangUp:

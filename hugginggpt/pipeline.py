@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import metrics, telemetry
 from .cache import ResultCache
 from .catalog import Catalog
 from .config import Settings
@@ -132,7 +133,8 @@ class Pipeline:
         mode: RunMode,
     ) -> Iterator[Event]:
         run = RequestRun(self, request, workspace, list(history), cancelled or threading.Event(), mode)
-        yield from run.events(files)
+        model = str(getattr(self.llm, "model", "") or self.llm.describe())
+        yield from metrics.counted(telemetry.traced(run.events(files), self.settings, model))
 
 
 def check_plan(plan: Plan, workspace: Workspace, settings: Settings) -> list[str]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from . import urlguard
 from .artifacts import kind_of_file
 from .cache import CachingEndpoint
+from .endpoints.observed import ObservedEndpoint
 from .events import Done, ErrorKind, Event, ModelSelected, Outcome, PlanReady, Stage, StageStarted
 from .execute import ExecutionSettings, RunContext, execute_steps
 from .llm import LLMError, Message
@@ -32,6 +33,7 @@ from .seeds import with_seeds
 from .selection import Choice, select_steps
 from .streaming_run import StreamingRun
 from .trace import build_trace, write_trace
+from .usage import Prices
 from .workspace import Workspace
 
 if TYPE_CHECKING:
@@ -297,6 +299,7 @@ class RequestRun:
         if self.p.cache is not None and self.mode.use_cache:
             scope = str(self.workspace.root) if self.s.cache_scope == "conversation" else "process"
             endpoint = CachingEndpoint(endpoint, self.p.cache, scope)
+        endpoint = ObservedEndpoint(endpoint, where=self.p.endpoint.name)  # spans and metrics per attempt
         return RunContext(
             endpoint=endpoint,
             workspace=self.workspace,
@@ -367,6 +370,7 @@ class RequestRun:
             timings=self.timings,
             end=end,
             plan_stream=self.plan_stream,
+            prices=Prices(self.s.llm_input_price, self.s.llm_output_price),
         )
         try:
             write_trace(self.trace_path, trace)

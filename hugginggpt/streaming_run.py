@@ -17,6 +17,7 @@ the corrected plan's same task under another id).
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import queue
 import threading
@@ -420,7 +421,10 @@ class StreamingRun:
             # a dropped task of the same id may still be writing in task-<id>: another folder
             ctx = replace(ctx, run_dir=ctx.run_dir / f"replacement-{slot.serial}")
         inbox = _WorkerInbox(self.inbox, slot.serial)
-        self.pool.submit(run_task, slot.task, slot.choice, records, ctx, inbox)
+        # in the caller's context: a task's span (and its traceparent) joins the request's trace
+        self.pool.submit(
+            contextvars.copy_context().run, run_task, slot.task, slot.choice, records, ctx, inbox
+        )
 
     def _from_worker(self, slot: _Slot, message: Event | Finished) -> Generator[Event, None, None]:
         shown = self.slots.get(slot.task.id) is slot  # a dropped task's work is not shown

@@ -17,6 +17,7 @@ from .plan import Plan
 from .planner import PlanOutcome
 from .records import TaskRecord
 from .selection import Choice
+from .usage import NO_PRICES, Prices, summarize
 
 
 def build_trace(
@@ -32,6 +33,7 @@ def build_trace(
     end: dict[str, Any] | None = None,
     max_field_chars: int = 20_000,
     plan_stream: dict[str, Any] | None = None,
+    prices: Prices = NO_PRICES,
 ) -> dict[str, Any]:
     """`header`: request id, request, LLM and endpoint; `end`: outcome, answer and error once known.
 
@@ -55,6 +57,7 @@ def build_trace(
         "prompt": sum(c.usage.prompt_tokens for c in calls),
         "completion": sum(c.usage.completion_tokens for c in calls),
     }
+    trace["usage"] = summarize(trace["llm_calls"], prices)  # tokens by stage, and their cost
     return _clipped(trace, max_field_chars)
 
 

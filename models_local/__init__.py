@@ -25,6 +25,7 @@ __all__ = [
     "configure",
     "default_runtime",
     "loading",
+    "resident",
     "run",
     "warm",
 ]
@@ -73,3 +74,9 @@ def run(
     task: str, model: str, inputs: dict[str, str], out_dir: str | Path, *, stop=None, seed: int | None = None
 ) -> list[dict]:
     return default_runtime().run(task, model, inputs, out_dir, stop=stop, seed=seed)
+
+
+def resident() -> tuple[int, int]:
+    """(models loaded, their bytes) in the process-wide runtime; (0, 0) before it exists."""
+    runtime = _default
+    return (0, 0) if runtime is None else (len(runtime.cached()), runtime.used)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import hub
+from . import hub, telemetry
 from .cache import Entry, ModelCache, ModelTooLarge
 from .device import default_budget, free_memory, is_gpu, pick_device
 from .gate import LOAD_GATE
@@ -116,7 +116,8 @@ class Runtime:
             outputs = Outputs(Path(out_dir).resolve(), stop=stop)
             with entry.call_lock, LOAD_GATE.calling(self.device.dtype):
                 outputs.check_stop()  # stopped while waiting for the model: do not start
-                handler.call(entry.obj, dict(inputs), outputs)
+                with telemetry.span("run", {"model": model, "task": task, "device": self.device.name}):
+                    handler.call(entry.obj, dict(inputs), outputs)
         finally:
             self._cache.release(entry)
         return outputs.artifacts
@@ -166,7 +167,8 @@ class Runtime:
             reservation = self._cache.reserve(model, estimate or 0)
             try:
                 started = time.monotonic()
-                obj = self._load(task, model, folder, handler)
+                with telemetry.span("load", {"model": model, "task": task, "device": self.device.name}):
+                    obj = self._load(task, model, folder, handler)
                 seconds = time.monotonic() - started
                 size = loaded_size(obj) or estimate or 0
                 if size > self.budget:

@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 CREDENTIAL_HEADERS = ("x-llm-base-url", "x-llm-model", "x-llm-api-key")
 
 
+class TokensSpent(InputRefused):
+    """The caller has spent the day's LLM tokens (a public app's visitor_daily_tokens)."""
+
+
 @dataclass(frozen=True)
 class Credentials:
     """The controller LLM a client asks for; empty strings mean the server's own."""
@@ -94,12 +98,17 @@ class Calls:
         cancelled: threading.Event,
         history: Sequence[Message] = (),
         context: contextvars.Context | None = None,
+        visitor: str = "",
     ) -> Iterator[Accepted | Event | Finished]:
         """Plan, select, execute and respond: yields Accepted, the pipeline's events, then Finished.
+        `visitor`: the caller's address, for the daily token budget of a public app.
 
-        Raises InputRefused (bad files or headers) or slots.Busy before Accepted."""
+        Raises InputRefused (bad files or headers, the day's tokens spent) or slots.Busy before Accepted."""
         if not request.strip():
             raise InputRefused("The request is empty: say what you want done.")
+        spent = self.chat.tokens.refusal(visitor)
+        if spent:
+            raise TokensSpent(spent)
         settings = self._settings(credentials)
         pipeline = Pipeline(
             llm=self.chat.llm_for(settings),
@@ -119,6 +128,7 @@ class Calls:
                     return  # given up while waiting for a slot: nothing ran
                 yield Accepted(ws.root)
                 run = pipeline.run(request, workspace=ws, files=new, history=history, cancelled=cancelled)
+                run = self.chat.tokens.counted(visitor, run)
                 for event in run:
                     if isinstance(event, Done):
                         yield Finished(event.records, publish(event.records, root_url), event)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from hugginggpt import metrics
 from hugginggpt.artifacts import MEDIA_KINDS
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
@@ -34,6 +35,7 @@ from .review_form import Draft, Origin
 from .session_settings import LLMChoice, merge_settings
 from .slots import RunSlots
 from .status import status_line
+from .token_budget import DailyTokens
 from .uploads import check_upload
 
 log = logging.getLogger(__name__)
@@ -90,6 +92,11 @@ class ChatApp:
         for problem in self.catalog.problems:  # the operator reads the details in the log
             log.warning("catalog: %s", problem)
         self.slots = RunSlots(concurrency or settings.app_concurrency)  # shared with the MCP and API doors
+        # On a public app, each visitor's LLM tokens a day (one table for every door).
+        self.tokens = DailyTokens(settings.visitor_daily_tokens if self.public_llm_only else 0)
+        metrics.watch(
+            slots_in_use=lambda: self.slots.running, conversations_open=lambda: len(self.conversations)
+        )
 
     def conversation(self, session: str, client: str = "") -> Conversation:
         return self.conversations.get(session, client)
@@ -186,6 +193,11 @@ class ChatApp:
             conv.display += user + [_note("What should I do with this file? Send it again with a request.")]
             yield conv.display, conv.traces, False
             return
+        spent = self.tokens.refusal(client)
+        if spent:
+            conv.display += user + [_note(spent)]
+            yield conv.display, conv.traces, False
+            return
         try:
             pipeline = self.pipeline_for(choice, hf_token)
         except ValueError as e:
@@ -199,8 +211,8 @@ class ChatApp:
             session,
             text,
             user,
-            lambda cancel: start(
-                text, workspace=conv.workspace, files=paths, history=history, cancelled=cancel
+            lambda cancel: self.tokens.counted(
+                client, start(text, workspace=conv.workspace, files=paths, history=history, cancelled=cancel)
             ),
             poll=poll,
         )

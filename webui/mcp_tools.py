@@ -85,11 +85,18 @@ def hugginggpt_tool(calls: Calls):
         refs = [FileRef(str(f), "file") for f in files or []]
         credentials = Credentials(x_llm_base_url or "", x_llm_model or "", x_llm_api_key or "")
         root_url = _root_url(http)
+        visitor = getattr(getattr(http, "client", None), "host", "") or ""  # for the daily token budget
         context = contextvars.copy_context()
 
         def work(cancelled: threading.Event):
             return calls.pipeline_call(
-                str(request or ""), refs, credentials, root_url=root_url, cancelled=cancelled, context=context
+                str(request or ""),
+                refs,
+                credentials,
+                root_url=root_url,
+                cancelled=cancelled,
+                context=context,
+                visitor=visitor,
             )
 
         finished = await _finish(work)

@@ -30,7 +30,7 @@ from hugginggpt.cli import describe
 from hugginggpt.events import AnswerDelta, Done, ErrorKind, Outcome
 
 from .api_files import MAX_FILES, InputRefused, result_json, root_url
-from .calls import Accepted, Calls, Credentials, Finished, drive
+from .calls import Accepted, Calls, Credentials, Finished, TokensSpent, drive
 from .openai_messages import files_markdown, read_messages
 from .slots import Busy
 
@@ -145,11 +145,15 @@ class _API:
                 cancelled=cancelled,
                 history=conversation.history,
                 context=context,
+                visitor=request.client.host if request.client else "",
             )
 
         items = drive(work, heartbeat=HEARTBEAT_SECONDS)
         try:
             accepted = await _until_accepted(items, request)
+        except TokensSpent as e:
+            await items.aclose()
+            return error(429, str(e), code="rate_limit_exceeded")
         except InputRefused as e:
             await items.aclose()
             return error(400, str(e), code="invalid_input")
@@ -293,10 +297,20 @@ def _details(finished: Finished) -> dict[str, Any]:
     }
 
 
-def _usage(done: Done) -> dict[str, int]:
+def _usage(done: Done) -> dict[str, Any]:
     tokens = done.trace.get("tokens") or {}
     prompt, completion = int(tokens.get("prompt") or 0), int(tokens.get("completion") or 0)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    spent = done.trace.get("usage") or {}
+    if spent:  # added fields: tokens by stage and, at the operator's prices, the cost
+        usage["by_stage"] = spent["by_stage"]
+        if spent.get("cost") is not None:
+            usage["cost"] = spent["cost"]
+    return usage
 
 
 def _model_card() -> dict[str, Any]:

@@ -381,6 +381,12 @@ class RunView:
         parts += [
             f"{state_badge(s)} {counts[s]}" for s in ("failed", "skipped", "not finished") if counts.get(s)
         ]
+        spent = done.trace.get("usage") or {}
+        if spent.get("total_tokens"):
+            cost = spent.get("cost")
+            parts.append(
+                f"{spent['total_tokens']:,} tokens" + (f" · cost {cost:.6g}" if cost is not None else "")
+            )
         return " · ".join(parts)
 
     def note(self, text: str) -> None:

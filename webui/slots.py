@@ -7,6 +7,9 @@ another door waits for a free slot like a chat message waits in Gradio's queue.
 from __future__ import annotations
 
 import threading
+import time
+
+from hugginggpt import metrics
 
 
 class Busy(RuntimeError):
@@ -37,8 +40,9 @@ class RunSlots:
     ) -> bool:
         """Wait for a slot; False when `cancelled` is set first. Raises Busy (when `refuse_when_busy`)
         if `max_waiting` requests already wait: a flood of API calls must not pile up threads."""
+        asked = time.perf_counter()
         if self._free.acquire(blocking=False):
-            return self._started()
+            return self._started(asked)
         with self._lock:
             if refuse_when_busy and self._waiting >= self.max_waiting:
                 raise Busy(f"the server is busy: {self._waiting} requests are waiting; try again later")
@@ -47,7 +51,7 @@ class RunSlots:
             while not self._free.acquire(timeout=poll):
                 if cancelled.is_set():
                     return False
-            return self._started()
+            return self._started(asked)
         finally:
             with self._lock:
                 self._waiting -= 1
@@ -57,7 +61,8 @@ class RunSlots:
             self._running -= 1
         self._free.release()
 
-    def _started(self) -> bool:
+    def _started(self, asked: float) -> bool:
+        metrics.slot_waited(time.perf_counter() - asked)
         with self._lock:
             self._running += 1
         return True

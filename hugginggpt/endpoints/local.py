@@ -7,6 +7,7 @@ checked or run, so the controller stays light when everything runs hosted.
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +70,9 @@ class LocalEndpoint(Endpoint):
             return [Artifact.from_dict(item) for item in raw]
         except (KeyError, TypeError, ValueError) as exc:
             raise EndpointError(f"{model.id}: the local runtime returned a malformed result ({exc})") from exc
+
+
+def resident() -> tuple[int, int]:
+    """(models loaded, their bytes) in this process; (0, 0) while the runtime was never imported."""
+    runtime = sys.modules.get("models_local")
+    return runtime.resident() if runtime is not None else (0, 0)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from .. import telemetry
 from ..artifacts import Artifact
 from ..catalog import ModelCard
 from . import transport
@@ -57,7 +58,9 @@ class RemoteEndpoint(Endpoint):
             if self._listing is None and time.monotonic() - self._asked_at >= RETRY_LISTING_S:
                 self._asked_at = time.monotonic()
                 try:
-                    with urllib.request.urlopen(f"{self.url}/models", timeout=10) as reply:
+                    url, traced = f"{self.url}/models", telemetry.inject({})  # traceparent, if tracing
+                    asking = urllib.request.Request(url, headers=traced) if traced else url
+                    with urllib.request.urlopen(asking, timeout=10) as reply:
                         self._listing = json.loads(reply.read())
                 except (OSError, ValueError) as exc:
                     log.warning("the expert server %s cannot say what it serves: %s", self.url, exc)

@@ -9,6 +9,7 @@ from ..artifacts import Artifact
 from ..catalog import ModelCard
 from ..modes import backends_of
 from .base import Endpoint, EndpointError, ModelUnavailable, Stopped, StopSignal
+from .observed import ran_on
 
 
 class RoutedEndpoint(Endpoint):
@@ -53,7 +54,9 @@ class RoutedEndpoint(Endpoint):
             if stop is not None and stop.is_set():
                 raise Stopped(f"{model.id}: stopped")  # no fallback for a stopped call
             try:
-                return backend.run(task, model, inputs, out_dir, stop=stop)
+                outputs = backend.run(task, model, inputs, out_dir, stop=stop)
+                ran_on(backend.name)
+                return outputs
             except Stopped:
                 raise
             except EndpointError as exc:

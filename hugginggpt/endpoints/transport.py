@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
+from .. import telemetry
+
 _SERVERS: set[tuple[str, str, int]] = set()  # (scheme, host, port) of registered expert servers
 _local = threading.local()  # .stop: the signal of the call this thread is making
 _lock = threading.Lock()
@@ -144,6 +146,7 @@ def _call(request: Any, stop: Any) -> Any:
     conn = kind(url.host, url.port, timeout=timeout)
     done = threading.Event()
     headers = {k: v for k, v in request.headers.items() if k.lower() != "accept-encoding"}  # plain bytes back
+    telemetry.inject(headers)  # the expert server's spans join the request's trace
 
     def watch() -> None:  # shut the socket once the caller stops wanting the answer
         while not done.wait(_POLL_S):

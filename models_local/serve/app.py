@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -25,9 +26,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from .. import telemetry
 from ..handlers import HANDLERS
 from .jobs import BAD_REQUEST, CLIENT_GONE, FAILED, UNSERVABLE, Job, Reply, execute
 from .limits import Limits, MediaRefused
+from .metrics import ServerMetrics
 from .models import ModelTable, UnknownModel
 from .protocol import BadInput, decode, encode
 
@@ -145,7 +148,17 @@ def create_app(
             }
         )
 
+    measured = ServerMetrics(backend)
+
     async def infer(request: Request) -> Response:
+        """One call, in the caller's trace (its traceparent) and counted by task and status."""
+        path = request.path_params["path"].rstrip("/")
+        named = _PIPELINE.search(path)
+        task = named["task"] if named and named["task"] in HANDLERS else "other"  # a bounded label
+        with telemetry.joined(request.headers), telemetry.span(f"POST /models ({task})", {"task": task}):
+            return await measured.timed(task, lambda: answer(request))
+
+    async def answer(request: Request) -> Response:
         path, chat = request.path_params["path"].rstrip("/"), False
         for tail in _CHAT_TAILS:
             if path.endswith(tail):
@@ -184,7 +197,8 @@ def create_app(
             return error(408, f"the request body did not arrive within {limits.body_seconds:g} s")
         outputs = []
         for inputs, media in parsed.calls:
-            reply = await _run(backend, Job(task, model_id, source, inputs, media, call_seed), request)
+            job = Job(task, model_id, source, inputs, media, call_seed, telemetry.carrier(), time.time_ns())
+            reply = await _run(backend, job, request)
             if not reply.ok:
                 return error(reply.status, reply.error)
             outputs.append(reply.outputs)
@@ -199,5 +213,6 @@ def create_app(
             Route("/health", health, methods=["GET"]),
             Route("/models", models, methods=["GET"]),
             Route("/models/{path:path}", infer, methods=["POST"]),
+            Route("/metrics", measured.scrape, methods=["GET"]),
         ]
     )

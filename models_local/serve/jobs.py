@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import telemetry
 from ..handlers.base import RuntimeUnsupported, Stopped
 
 # Status codes a failed call answers with. 404 tells a client (the controller's hosted endpoint)
@@ -36,6 +37,8 @@ class Job:
     inputs: dict[str, str]  # text arguments
     media: dict[str, Media] = field(default_factory=dict)  # file arguments
     seed: int | None = None
+    trace: dict[str, str] = field(default_factory=dict)  # the request's span as W3C headers (traceparent)
+    queued_ns: int = 0  # when the server took the request (time.time_ns()): the queue wait's start
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,16 @@ def failed(status: int, message: str) -> Reply:
 
 
 def execute(runtime: Any, job: Job, stop: Any = None) -> Reply:
-    """Run `job` on a models_local Runtime; never raises: a failure is a Reply with a status."""
+    """Run `job` on a models_local Runtime; never raises: a failure is a Reply with a status.
+
+    In the request's trace: the wait for a worker or replica, then the runtime's load and run."""
+    with telemetry.joined(job.trace):
+        with telemetry.span("queue wait", start_time=job.queued_ns or None):
+            pass
+        return _execute(runtime, job, stop)
+
+
+def _execute(runtime: Any, job: Job, stop: Any) -> Reply:
     with tempfile.TemporaryDirectory(prefix="serve-") as tmp:
         folder = Path(tmp)
         inputs = dict(job.inputs)

@@ -1,0 +1,58 @@
+"""Prometheus metrics of the expert server, at its GET /metrics: calls by task and status, their
+time, calls in flight, and the models resident (and their bytes, where the backend knows them)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.requests import Request
+from starlette.responses import Response
+
+_SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class ServerMetrics:
+    """One registry per app: two apps in a process (tests) count apart."""
+
+    def __init__(self, backend: Any) -> None:
+        r = self.registry = CollectorRegistry()
+        self.calls = Counter(
+            "hugginggpt_expert_calls", "Calls by task and HTTP status", ["task", "status"], registry=r
+        )
+        self.seconds = Histogram(
+            "hugginggpt_expert_call_seconds",
+            "Time of a call, by task",
+            ["task"],
+            buckets=_SECONDS,
+            registry=r,
+        )
+        self.in_flight = Gauge("hugginggpt_expert_calls_in_flight", "Calls being answered", registry=r)
+        resident = Gauge(
+            "hugginggpt_expert_models_resident", "Models resident on the server's runners", registry=r
+        )
+        resident.set_function(lambda: len(backend.resident()))
+        runtime = getattr(backend, "runtime", None)  # the in-process backend: its runtime's memory
+        if runtime is not None:
+            used = Gauge(
+                "hugginggpt_expert_models_resident_bytes", "Bytes of the resident models", registry=r
+            )
+            used.set_function(lambda: runtime.used)
+
+    async def timed(self, task: str, answer: Callable[[], Awaitable[Response]]) -> Response:
+        started = time.perf_counter()
+        status = 500
+        with self.in_flight.track_inprogress():
+            try:
+                response = await answer()
+                status = response.status_code
+                return response
+            finally:
+                self.calls.labels(task, str(status)).inc()
+                self.seconds.labels(task).observe(time.perf_counter() - started)
+
+    async def scrape(self, request: Request) -> Response:
+        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)

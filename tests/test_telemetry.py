@@ -1,0 +1,191 @@
+"""OpenTelemetry: what the real OTLP/HTTP exporter sends, decoded by a receiver on 127.0.0.1.
+
+A 3-task request runs against a real expert server (models_local.serve in a thread, the builtin
+canny edge detector, so no model files); its spans, the controller's and the server's, must form
+one trace: root, stages, LLM calls with GenAI attributes, task attempts, and the server's spans
+(queue wait, load, run) under the attempt that called it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from fakes.llm_server import FakeLLMServer
+from fakes.otlp_receiver import OTLPReceiver, ReceivedSpan
+from PIL import Image
+from serve_support import protocol_server
+
+import models_local.telemetry
+from hugginggpt import telemetry
+from hugginggpt.catalog import Catalog, ModelCard
+from hugginggpt.config import Settings
+from hugginggpt.endpoints import build_endpoint
+from hugginggpt.events import Done, Outcome
+from hugginggpt.llm import OpenAICompatibleLLM
+from hugginggpt.pipeline import Pipeline
+from hugginggpt.workspace import Workspace
+from models_local.serve import LocalBackend, ServerSettings, create_app
+
+EDGES = "canny-control"
+PLAN = {
+    "tasks": [
+        {"task": EDGES, "id": 0, "dep": [-1], "args": {"image": "photo.png"}},
+        {"task": EDGES, "id": 1, "dep": [0], "args": {"image": "<resource>-0"}},
+        {"task": EDGES, "id": 2, "dep": [1], "args": {"image": "<resource>-1"}},
+    ]
+}
+KEY = "sk-visitor-secret-key"
+
+
+@pytest.fixture
+def otlp(monkeypatch):
+    with OTLPReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+        assert telemetry.configure() and models_local.telemetry.configure()
+        yield receiver
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+        telemetry.configure()
+        models_local.telemetry.configure()
+
+
+@pytest.fixture
+def experts():  # one server per test: each test sees its model loaded once
+    settings = ServerSettings.from_mapping({"hub": True})
+    with protocol_server(create_app(LocalBackend(settings.runtime()), settings.table())) as url:
+        yield url
+
+
+def run_request(experts: str, tmp_path, **settings) -> Done:
+    photo = tmp_path / "photo.png"
+    Image.new("RGB", (48, 48), "red").save(photo)
+    catalog = Catalog(
+        [
+            ModelCard(id="lllyasviel/Annotators", task=EDGES, downloads=10),
+            ModelCard(id="other/Annotators", task=EDGES, downloads=5),
+        ]
+    )
+    with FakeLLMServer() as llm:
+        llm.script("plan", '{"tasks": [{"task": "no-such-task", "id": 0}]}', json.dumps(PLAN))
+        llm.script("select", '{"0": {"id": "lllyasviel/Annotators", "reason": "edges"}}')
+        llm.script("respond", "Three edge maps.")
+        client = OpenAICompatibleLLM(base_url=llm.url, model="fake-llm", api_key=KEY, max_retries=0)
+        pipeline = Pipeline(
+            llm=client,
+            catalog=catalog,
+            endpoint=build_endpoint("remote", experts_url=experts, timeout=60),
+            settings=Settings(inference="remote", experts_url=experts, cache_max_bytes=0, **settings),
+        )
+        workspace = Workspace(tmp_path / "c")
+        events = list(pipeline.run("edges of edges of edges", workspace=workspace, files=[photo]))
+    done = events[-1]
+    assert isinstance(done, Done) and done.outcome is Outcome.ANSWERED, done.error
+    return done
+
+
+def received(otlp: OTLPReceiver, at_least: int, timeout: float = 10) -> list[ReceivedSpan]:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        telemetry.flush()
+        models_local.telemetry.flush()
+        if len(otlp.spans) >= at_least:
+            break
+        time.sleep(0.05)
+    return list(otlp.spans)
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["stage-by-stage", "streaming"])
+def test_a_request_is_one_trace_from_the_root_to_the_expert_servers_spans(otlp, experts, tmp_path, streaming):
+    done = run_request(experts, tmp_path, stream_execution=streaming)
+    spans = received(otlp, at_least=1 + 3 + 4 + 3 + 3 * 4)
+    by_id = {s.span_id: s for s in spans}
+    roots = [s for s in spans if s.name == "invoke_agent hugginggpt"]
+    assert len(roots) == 1 and roots[0].parent_id == ""
+    root = roots[0]
+    assert {s.trace_id for s in spans} == {root.trace_id}, "every span, the server's too, is in one trace"
+    assert root.attributes["hugginggpt.request_id"] == done.trace["request_id"]
+    assert root.attributes["hugginggpt.outcome"] == "answered"
+    assert root.attributes["gen_ai.usage.input_tokens"] == done.trace["usage"]["input_tokens"] > 0
+
+    def children(parent: ReceivedSpan, name: str | None = None) -> list[ReceivedSpan]:
+        return [s for s in spans if s.parent_id == parent.span_id and (name is None or s.name == name)]
+
+    stages = {s.attributes["hugginggpt.stage"]: s for s in children(root) if s.name.startswith("hugginggpt.")}
+    # Streaming execution selects models while the plan is written: no select stage of its own, and
+    # its call sits under the root.
+    assert set(stages) == ({"plan", "execute", "respond"} | (set() if streaming else {"select"}))
+    stages.setdefault("select", root)
+
+    # LLM calls: under their stage, with the GenAI attributes; the rejected plan is round 0
+    chats = {stage: children(stages[stage], "chat fake-llm") for stage in ("plan", "select", "respond")}
+    assert [c.attributes["hugginggpt.correction_round"] for c in chats["plan"]] == [0, 1]
+    assert len(chats["select"]) == len(chats["respond"]) == 1
+    for call in [c for calls in chats.values() for c in calls]:
+        assert call.attributes["gen_ai.operation.name"] == "chat"
+        assert call.attributes["gen_ai.request.model"] == "fake-llm"
+        assert call.attributes["gen_ai.usage.input_tokens"] > 0
+        assert call.attributes["gen_ai.usage.output_tokens"] > 0
+        assert stages[call.attributes["hugginggpt.stage"]].start_ns <= call.start_ns < call.end_ns
+        assert call.end_ns <= stages[call.attributes["hugginggpt.stage"]].end_ns
+        assert "gen_ai.input.messages" not in call.attributes  # prompts only when the operator opts in
+
+    # task attempts: under the execute stage, and the expert server's spans under each of them
+    attempts = children(stages["execute"], f"execute_tool {EDGES}")
+    assert len(attempts) == 3
+    loads = 0
+    for attempt in attempts:
+        a = attempt.attributes
+        assert (a["hugginggpt.where"], a["hugginggpt.outcome"]) == ("remote", "done")
+        assert a["hugginggpt.cached"] is False
+        assert a["hugginggpt.model"] == "lllyasviel/Annotators" and a["gen_ai.tool.name"] == EDGES
+        assert a["hugginggpt.bytes_in"] > 0 and a["hugginggpt.bytes_out"] > 0
+        (served,) = [s for s in spans if s.parent_id == attempt.span_id]  # the HTTP call's span
+        assert served.service == "hugginggpt-experts" and served.name == f"POST /models ({EDGES})"
+        inside = {s.name for s in spans if by_id.get(s.parent_id) is served}
+        assert {"queue wait", "run"} <= inside
+        loads += "load" in inside
+    assert loads == 1  # loaded once, then resident
+
+    text = json.dumps([s.attributes for s in spans])
+    assert KEY not in text and "edges of edges" not in text
+
+
+def test_prompts_and_replies_go_on_spans_only_when_the_operator_opts_in(otlp, experts, tmp_path):
+    run_request(experts, tmp_path, trace_content=True)
+    spans = received(otlp, at_least=20)
+    root = next(s for s in spans if s.name == "invoke_agent hugginggpt")
+    assert root.attributes["input.value"] == "edges of edges of edges"
+    chats = [s for s in spans if s.name.startswith("chat")]
+    respond = next(s for s in chats if s.attributes["hugginggpt.stage"] == "respond")
+    assert "Three edge maps." in respond.attributes["gen_ai.output.messages"]
+    assert "edges of edges" in respond.attributes["gen_ai.input.messages"]
+    assert KEY not in json.dumps([s.attributes for s in spans])
+
+
+def test_without_otel_variables_nothing_is_traced(tmp_path, monkeypatch):
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    assert not telemetry.configure()
+    assert telemetry.tracer() is None and telemetry.inject({}) == {}
+
+
+def test_a_collector_that_is_down_changes_no_requests_outcome(tmp_path, monkeypatch):
+    from fakes.endpoints import FakeEndpoint, cards
+
+    with FakeLLMServer() as llm:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+        assert telemetry.configure()
+        llm.script("plan", '{"tasks": [{"task": "summarization", "id": 0, "args": {"text": "a b c"}}]}')
+        llm.script("respond", "Summarized.")
+        client = OpenAICompatibleLLM(base_url=llm.url, model="fake-llm", api_key=KEY, max_retries=0)
+        catalog = Catalog(cards(("s", "summarization", 1)))
+        pipeline = Pipeline(llm=client, catalog=catalog, endpoint=FakeEndpoint(), settings=Settings())
+        try:
+            for i in range(3):
+                done = list(pipeline.run("sum it up", workspace=Workspace(tmp_path / f"c{i}")))[-1]
+                assert done.outcome is Outcome.ANSWERED and done.answer == "Summarized."
+        finally:
+            monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+            telemetry.use(None)  # its spans are dropped; nothing waits for the dead collector

@@ -1,0 +1,52 @@
+"""Usage and cost: tokens by stage as the LLM server reported them, priced at the operator's
+per-million prices, in the trace, the CLI's summary line and --json."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from fakes.llm_server import FakeLLMServer
+
+from hugginggpt import cli
+from hugginggpt.usage import Prices, summarize
+
+
+def test_tokens_are_summed_by_stage_and_priced_per_million():
+    calls = [
+        {"stage": "plan", "usage": {"prompt_tokens": 1000, "completion_tokens": 100}},
+        {"stage": "plan", "usage": {"prompt_tokens": 1200, "completion_tokens": 80}},
+        {"stage": "respond", "usage": {"prompt_tokens": 500, "completion_tokens": None}},
+    ]
+    spent = summarize(calls, Prices(input=2.0, output=10.0))
+    assert spent["by_stage"]["plan"] == {"input_tokens": 2200, "output_tokens": 180, "cost": 0.0062}
+    assert (spent["input_tokens"], spent["output_tokens"], spent["total_tokens"]) == (2700, 180, 2880)
+    assert spent["cost"] == round((2700 * 2.0 + 180 * 10.0) / 1e6, 6)
+    assert summarize(calls)["cost"] is None  # no prices set: no cost is made up
+
+
+def test_the_cli_shows_tokens_and_cost_in_its_summary_line_and_json(tmp_path, monkeypatch):
+    monkeypatch.setenv("HUGGINGGPT_LLM_INPUT_PRICE", "3")
+    monkeypatch.setenv("HUGGINGGPT_LLM_OUTPUT_PRICE", "15")
+    out, err = io.StringIO(), io.StringIO()
+    with FakeLLMServer() as llm:
+        llm.script("plan", '{"tasks": []}').script("respond", "Hello there, friend!")
+        code = cli.main(
+            ["--llm-base-url", llm.url, "--workdir", str(tmp_path / "ws"), "--json", "say hello"],
+            stdout=out,
+            stderr=err,
+        )
+    assert code == 0, err.getvalue()
+    result = json.loads(out.getvalue())
+    spent = result["usage"]
+    assert set(spent["by_stage"]) == {"plan", "respond"}
+    assert spent["by_stage"]["respond"]["output_tokens"] == 3  # the fake server counts words
+    assert spent["cost"] == round((spent["input_tokens"] * 3 + spent["output_tokens"] * 15) / 1e6, 6) > 0
+    trace = json.loads(open(result["trace_file"], encoding="utf-8").read())
+    assert trace["usage"] == spent
+    line = next(line for line in err.getvalue().splitlines() if line.startswith("[done]"))
+    assert (
+        f"{spent['total_tokens']:,} tokens ({spent['input_tokens']:,} in, {spent['output_tokens']} out)"
+        in line
+    )
+    assert f"cost {spent['cost']:.6g}" in line
