@@ -26,12 +26,14 @@ from hugginggpt.endpoints import Endpoint
 from hugginggpt.llm import LLM
 from hugginggpt.modes import INFERENCE_MODES
 from webui import review_panel, saved
+from webui.callers import trust_no_forwarding_in_uvicorn
 from webui.calls import Calls
 from webui.chat import ChatApp, LLMChoice
 from webui.files import Publisher
 from webui.headers import ContentSecurityPolicy
 from webui.openai_api import routes as openai_routes
 from webui.settings_panel import field_problems, status_for
+from webui.upload_quota import UploadQuota
 
 ROOT = Path(__file__).resolve().parent
 ASSETS = ROOT / "assets"
@@ -118,8 +120,10 @@ def build_demo(
     calls = Calls(chat)  # stateless calls from MCP clients and the OpenAI-compatible API
     if warm_up:
         chat.backends.warm_up()
-    # delete_cache: Gradio's copies of uploads and outputs are removed after a day (checked hourly).
-    with gr.Blocks(title="HuggingGPT", delete_cache=(3600, 86400)) as demo:
+    # delete_cache: Gradio's copies of uploads and outputs are removed after app_upload_keep_hours
+    # (a conversation's own copies are deleted with it, and re-made while it is shown: webui.files).
+    keep = int(settings.app_upload_keep_hours * 3600)
+    with gr.Blocks(title="HuggingGPT", delete_cache=(min(3600, keep), keep)) as demo:
         page = _layout(gr, settings, chat)
         _wire(gr, demo, page, chat, concurrency or settings.app_concurrency)
         if settings.mcp_server:
@@ -248,7 +252,7 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
 
     def answer(message: dict[str, Any], conv_key, the_choice: LLMChoice, review, request: Any, hf_token):
         session = conversation_key(conv_key, request)
-        client = getattr(getattr(request, "client", None), "host", "") or ""
+        client = chat.callers.of(request)
         for messages, trace_files, running in chat.respond(
             session, message, the_choice, client=client, hf_token=hf_token, review=bool(review)
         ):
@@ -265,11 +269,15 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
 
     def published(key: str, messages: list[dict[str, Any]], trace_files: list[str]):
         """The chat and the traces as the page gets them: the conversation's served copies."""
-        conv = chat.conversation(key)
+        conv = chat.find(key)
+        if conv is None:  # none yet (its first message makes it): no file of its own to serve
+            return messages, []
         return publisher.messages(conv, messages), [publisher.file(conv, t) for t in trace_files]
 
     def shown(key: str) -> tuple[list[dict[str, Any]], list[str]]:
-        conv = chat.conversation(key)
+        conv = chat.find(key)
+        if conv is None:  # a page load or a new conversation makes nothing until its first message
+            return chat.welcome(), []
         return published(key, conv.display, conv.traces)
 
     def listing(store: Any) -> Any:
@@ -468,8 +476,17 @@ def launch_options(max_upload_bytes: int = 20_000_000, *, demo: Any = None) -> d
         # Images and media only from the app: the chat shows markdown the LLM wrote (webui.headers).
         "app_kwargs": {"middleware": [Middleware(ContentSecurityPolicy)]},
     }
+    trust_no_forwarding_in_uvicorn()  # who is calling is the app's decision (webui.callers)
     if demo is not None:
-        options["mcp_server"] = demo.chat_app.settings.mcp_server
+        settings = demo.chat_app.settings
+        options["mcp_server"] = settings.mcp_server
+        quota = Middleware(
+            UploadQuota,
+            callers=demo.chat_app.callers,
+            max_bytes=int(settings.app_upload_quota_mb * 1_000_000),
+            window_seconds=settings.app_upload_keep_hours * 3600,
+        )
+        options["app_kwargs"]["middleware"].append(quota)
         options["app_kwargs"]["routes"] = [openai_routes(demo.calls)]
     return options
 

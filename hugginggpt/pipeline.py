@@ -36,12 +36,15 @@ class Pipeline:
         endpoint: Endpoint,
         settings: Settings | None = None,
         cache: ResultCache | None = None,
+        cache_scope: str | None = None,
     ):
         self.llm = llm
         self.catalog = catalog
         self.endpoint = endpoint
         self.settings = settings or Settings()
         self.cache = cache  # None: every task runs (factory.build_cache makes one from the settings)
+        # Whose entries these runs share (e.g. an API caller's key); None: settings.cache_scope decides.
+        self.cache_scope = cache_scope
 
     def run(
         self,

@@ -258,7 +258,9 @@ class RequestRun:
         yield StageStarted(Stage.EXECUTE)
         endpoint = self.p.endpoint
         if self.p.cache is not None and self.mode.use_cache:
-            scope = str(self.workspace.root) if self.s.cache_scope == "conversation" else "process"
+            scope = self.p.cache_scope or (
+                str(self.workspace.root) if self.s.cache_scope == "conversation" else "process"
+            )
             endpoint = CachingEndpoint(endpoint, self.p.cache, scope)
         ctx = RunContext(
             endpoint=endpoint,

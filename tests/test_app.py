@@ -386,11 +386,11 @@ def test_new_conversation_gets_a_fresh_workspace_and_history(llm_server, tmp_pat
     *_, (_, _, running) = chat.respond(
         "s1", {"text": "[conv-12] caption", "files": [str(photo(tmp_path / "a.png"))]}, LLMChoice()
     )
-    first = chat.conversation("s1")
+    first = chat.conversation("s1", "")
     assert not running and len(first.history) == 2 and (first.workspace.root / "uploads" / "a.png").is_file()
-    assert chat.conversation("s2").workspace.root != first.workspace.root  # another session, another folder
+    assert chat.conversation("s2", "").workspace.root != first.workspace.root  # another session
     chat.reset("s1")
-    fresh = chat.conversation("s1")
+    fresh = chat.conversation("s1", "")
     assert fresh.workspace.root != first.workspace.root and fresh.history == [] and fresh.display == []
     assert "a.png" not in fresh.workspace.files() and not first.workspace.root.exists()  # files deleted
 
@@ -418,7 +418,7 @@ def test_a_flood_of_new_sessions_never_pushes_out_an_active_conversation(tmp_pat
     table.get("visitor", "10.0.0.1")
     assert list(table) == ["visitor"] and active.workspace.root.exists()
     now[0] += 700  # idle past the limit: the conversation ends and its files go
-    table.get("someone-else")
+    table.get("someone-else", "10.0.2.1")
     assert table.find("visitor") is None and not active.workspace.root.exists()
 
 
@@ -624,7 +624,7 @@ def test_leaving_the_page_mid_run_ends_the_work_without_a_crash_or_a_file_left(l
     updates = chat.respond(
         "s1", {"text": "[conv-left] caption", "files": [str(photo(tmp_path / "a.png"))]}, LLMChoice()
     )
-    conv = chat.conversation("s1")
+    conv = chat.conversation("s1", "")
     before = len(llm_server.requests)
     for _ in updates:
         if endpoint.calls:  # a model is running: the page is closed now

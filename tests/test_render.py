@@ -275,7 +275,7 @@ def test_a_page_left_mid_run_keeps_the_turn_it_showed_as_stopped(llm_server, tmp
         if any("running" in (m.get("metadata") or {}).get("title", "") for m in messages):
             break
     run.close()  # what Gradio does when the page goes away
-    conv = chat.conversation("s1")
+    conv = chat.conversation("s1", "")
     assert conv.cancel is None and conv.history[0]["content"] == "[conv-r] caption"
     titles = [read((m.get("metadata") or {}).get("title")) for m in conv.display]
     assert (

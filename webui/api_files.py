@@ -63,7 +63,7 @@ def receive(
     `hint` ("image", "audio") names the saved file; `number` keeps names apart within one call."""
     text = (ref or "").strip()
     shown = f"{hint} {number}"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     if text.lower().startswith(("http://", "https://")):
         path = _fetch(text, folder / f"url-{number}", settings=settings, max_bytes=max_bytes)
         shown = path.name
@@ -76,6 +76,7 @@ def receive(
                 "or an http(s) URL."
             )
         path = folder / f"{hint}-{number}{suffix}"
+        path.touch(mode=0o600)
         path.write_bytes(blob)
     problem = check_upload(path, max_bytes=max_bytes, shown_name=shown)
     if problem:

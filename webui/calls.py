@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 import logging
 import shutil
 import threading
@@ -21,8 +22,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from hugginggpt import tasks as task_types
+from hugginggpt.config import Settings
 from hugginggpt.events import Done, Event, PickSource
-from hugginggpt.execute import ExecutionSettings, RunContext, execute_steps
 from hugginggpt.llm import Message
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.plan import RESOURCE_REF, Plan, Task
@@ -75,7 +76,7 @@ class Finished:
 
     records: tuple[TaskRecord, ...]
     served: dict[Path, Served]
-    done: Done | None = None  # None for a single task run without the LLM
+    done: Done
 
 
 class Calls:
@@ -94,36 +95,27 @@ class Calls:
         cancelled: threading.Event,
         history: Sequence[Message] = (),
         context: contextvars.Context | None = None,
+        caller_key: str = "",
     ) -> Iterator[Accepted | Event | Finished]:
         """Plan, select, execute and respond: yields Accepted, the pipeline's events, then Finished.
 
-        Raises InputRefused (bad files or headers) or slots.Busy before Accepted."""
+        Raises InputRefused (bad files or headers) or slots.Busy before Accepted. `caller_key`: the
+        caller's own key (an API bearer token), whose calls share result cache entries."""
         if not request.strip():
             raise InputRefused("The request is empty: say what you want done.")
         settings = self._settings(credentials)
-        pipeline = Pipeline(
-            llm=self.chat.llm_for(settings),
-            catalog=self.chat.catalog,
-            endpoint=self.chat.backends.endpoint_for(settings.inference, context),
-            settings=settings,
-            cache=self.chat.backends.cache,
-        )
-        with self._workspace() as ws:
-            received = self._receive(files, ws, settings)
+        pipeline = self._pipeline(settings, context, caller_key)
+        with self._workspace() as ws, self._slot(cancelled) as held:
+            if not held:
+                return  # given up while waiting for a slot: nothing ran
+            received = self._receive(files, ws, settings)  # decoded only once the call holds its slot
             for ref, path in zip(files, received, strict=True):
                 if ref.earlier:
                     ws.add_upload(path)
             new = [p for ref, p in zip(files, received, strict=True) if not ref.earlier]
-            with self._slot(cancelled) as held:
-                if not held:
-                    return  # given up while waiting for a slot: nothing ran
-                yield Accepted(ws.root)
-                run = pipeline.run(request, workspace=ws, files=new, history=history, cancelled=cancelled)
-                for event in run:
-                    if isinstance(event, Done):
-                        yield Finished(event.records, publish(event.records, root_url), event)
-                    else:
-                        yield event
+            yield Accepted(ws.root)
+            run = pipeline.run(request, workspace=ws, files=new, history=history, cancelled=cancelled)
+            yield from self._finished(run, root_url)
 
     # ---- one task, no LLM ----------------------------------------------------------------------
 
@@ -136,49 +128,60 @@ class Calls:
         root_url: str,
         cancelled: threading.Event,
         context: contextvars.Context | None = None,
+        caller_key: str = "",
     ) -> Iterator[Accepted | Event | Finished]:
         """Run `task` with `model` (one from the catalog) or the catalog's top runnable models, in
-        rank order as fallbacks. Media arguments are FileRefs' strings; text arguments plain text."""
+        rank order as fallbacks. Media arguments are FileRefs' strings; text arguments plain text.
+
+        The task runs as a one-task plan through the pipeline (no LLM call: the plan and the model
+        are given, and no answer is written), so it gets the result cache, the output budgets, the
+        records and a trace like every other run."""
         spec = task_types.get(task)
         if spec is None:
             raise InputRefused(f"unknown task type {task!r}")
         settings = self.chat.settings
-        endpoint = self.chat.backends.endpoint_for(settings.inference, context)
-        choice = self._choice(task, model, endpoint.can_run, settings.top_k)
-        with self._workspace() as ws:
-            values: dict[str, str] = {}
+        pipeline = self._pipeline(settings, context, caller_key)
+        choice = self._choice(task, model, pipeline.endpoint.can_run, settings.top_k)
+        text_args = self._text_args(spec, task, args)
+        with self._workspace() as ws, self._slot(cancelled) as held:
+            if not held:
+                return
+            values = dict(text_args)
             for number, arg in enumerate(spec.args, start=1):
                 value = str(args.get(arg.name) or "").strip()
-                if not value:
-                    if arg.required:
-                        raise InputRefused(f"{task} needs its '{arg.name}' argument.")
-                    continue
-                if arg.kind == "text":
-                    if RESOURCE_REF.search(value):
-                        raise InputRefused(f"'{arg.name}' may not contain '<resource>-N' references.")
-                    values[arg.name] = value
-                else:
+                if arg.kind != "text" and value:  # decoded only once the call holds its slot
                     (path,) = self._receive([FileRef(value, arg.kind)], ws, settings, first=number)
                     values[arg.name] = ws.add_upload(path).name
-            with self._slot(cancelled) as held:
-                if not held:
-                    return
-                yield Accepted(ws.root)
-                run_id = "task-" + uuid.uuid4().hex[:8]
-                ctx = RunContext(
-                    endpoint=endpoint,
-                    workspace=ws,
-                    run_dir=ws.run_dir(run_id),
-                    settings=ExecutionSettings(
-                        max_workers=1,
-                        task_timeout=settings.task_timeout,
-                        task_attempts=settings.task_attempts,
-                    ),
-                    cancelled=cancelled,
-                )
-                plan = Plan([Task(0, task, [], values)])
-                records = yield from execute_steps(plan, {0: choice}, ctx)
-                yield Finished(tuple(records), publish(records, root_url))
+            yield Accepted(ws.root)
+            plan = Plan([Task(0, task, [], values)])
+            run = pipeline.run_plan(
+                f"Run {task} once.", plan, {0: choice}, workspace=ws, cancelled=cancelled, answer=False
+            )
+            yield from self._finished(run, root_url)
+
+    @staticmethod
+    def _text_args(spec: task_types.TaskSpec, task: str, args: Mapping[str, str | None]) -> dict[str, str]:
+        """The task's text arguments; InputRefused for a missing required argument of any kind."""
+        values: dict[str, str] = {}
+        for arg in spec.args:
+            value = str(args.get(arg.name) or "").strip()
+            if not value:
+                if arg.required:
+                    raise InputRefused(f"{task} needs its '{arg.name}' argument.")
+                continue
+            if arg.kind == "text":
+                if RESOURCE_REF.search(value):
+                    raise InputRefused(f"'{arg.name}' may not contain '<resource>-N' references.")
+                values[arg.name] = value
+        return values
+
+    @staticmethod
+    def _finished(run: Iterator[Event], root_url: str) -> Iterator[Event | Finished]:
+        for event in run:
+            if isinstance(event, Done):
+                yield Finished(event.records, publish(event.records, root_url), event)
+            else:
+                yield event
 
     def _choice(self, task: str, model: str | None, runnable: Callable[[Any], bool], k: int) -> Choice:
         catalog = self.chat.catalog
@@ -201,14 +204,36 @@ class Calls:
 
     # ---- shared parts --------------------------------------------------------------------------
 
-    def _settings(self, credentials: Credentials):
+    def _pipeline(self, settings: Settings, context: contextvars.Context | None, caller_key: str) -> Pipeline:
+        """A pipeline for one call. Its result cache entries are the caller's (by its key); an
+        anonymous call's results are not kept, as nobody could be served them again (unless the
+        cache is shared by everyone: cache_scope "process")."""
+        cache = self.chat.backends.cache
+        if settings.cache_scope == "process":
+            scope: str | None = "process"
+        elif caller_key:
+            scope = "caller:" + hashlib.sha256(caller_key.encode()).hexdigest()
+        else:
+            cache, scope = None, None
+        return Pipeline(
+            llm=self.chat.llm_for(settings),
+            catalog=self.chat.catalog,
+            endpoint=self.chat.backends.endpoint_for(settings.inference, context),
+            settings=settings,
+            cache=cache,
+            cache_scope=scope,
+        )
+
+    def _settings(self, credentials: Credentials) -> Settings:
         choice = LLMChoice(credentials.base_url, credentials.model, credentials.api_key)
         try:
             return self.chat.request_settings(choice)
         except ValueError as e:  # headers are the client's input, like the settings panel's fields
             raise InputRefused(f"Settings problem (X-LLM-* headers): {e}") from None
 
-    def _receive(self, files: Sequence[FileRef], ws: Workspace, settings, first: int = 1) -> list[Path]:
+    def _receive(
+        self, files: Sequence[FileRef], ws: Workspace, settings: Settings, first: int = 1
+    ) -> list[Path]:
         if len(files) > MAX_FILES:
             raise InputRefused(f"{len(files)} files were sent; at most {MAX_FILES} are accepted per request.")
         incoming = ws.root / "incoming"

@@ -28,6 +28,7 @@ from hugginggpt.planfile import choices_as_ran
 from hugginggpt.records import TaskStatus
 
 from .backends import Backends
+from .callers import Callers
 from .conversations import Conversation, ConversationTable, TableFull
 from .render import RunView, user_message
 from .review_form import Draft, Origin
@@ -78,21 +79,28 @@ class ChatApp:
         self.workdir = Path(settings.workdir).resolve()
         # A cap per address matters where strangers come; on a private app everyone is one person.
         per_client = 20 if self.public_llm_only else max_conversations
+        self.backends = Backends(settings, llm=llm, endpoint=endpoint, public=self.public_llm_only)
         self.conversations = ConversationTable(
             self.workdir,
             limit=max_conversations,
             per_client=per_client,
             leave_grace_seconds=settings.app_leave_grace_seconds,
             welcome=self.welcome,
+            cache=self.backends.cache,
         )
-        self.backends = Backends(settings, llm=llm, endpoint=endpoint, public=self.public_llm_only)
         self._refused_entries = sum(": warning: " not in p for p in self.catalog.problems)
         for problem in self.catalog.problems:  # the operator reads the details in the log
             log.warning("catalog: %s", problem)
         self.slots = RunSlots(concurrency or settings.app_concurrency)  # shared with the MCP and API doors
+        self.callers = Callers(settings.proxies)  # who is calling, for the caps of every door
 
-    def conversation(self, session: str, client: str = "") -> Conversation:
+    def conversation(self, session: str, client: str) -> Conversation:
+        """The session's conversation, made now if it has none (its first message): under the caps."""
         return self.conversations.get(session, client)
+
+    def find(self, session: str) -> Conversation | None:
+        """The session's conversation if it has one; looking never makes one (a page load makes none)."""
+        return self.conversations.find(session)
 
     def reset(self, session: str) -> None:
         """A new conversation for this session: fresh workspace and history."""

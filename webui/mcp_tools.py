@@ -94,7 +94,7 @@ def hugginggpt_tool(calls: Calls):
 
         finished = await _finish(work)
         done = finished.done
-        if done is None or done.outcome is Outcome.CANCELLED:
+        if done.outcome is Outcome.CANCELLED:
             raise gr.Error("The request was cancelled.")
         if done.outcome is Outcome.FAILED:
             raise gr.Error(f"{done.error} ({done.error_kind})")
@@ -151,7 +151,8 @@ def task_tool(calls: Calls, task: str):
 
         finished = await _finish(work)
         if not finished.records:
-            raise gr.Error("The call was cancelled.")
+            failed = finished.done.outcome is Outcome.FAILED
+            raise gr.Error(f"{task} failed: {finished.done.error}" if failed else "The call was cancelled.")
         record = finished.records[0]
         if str(record.status) != "done":
             raise gr.Error(f"{task} failed: {record.error}")

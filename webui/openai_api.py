@@ -133,6 +133,7 @@ class _API:
         except InputRefused as e:
             return error(400, str(e), code="invalid_messages")
         credentials = Credentials.from_headers(request.headers)
+        caller_key = request.headers.get("authorization", "").partition(" ")[2].strip()  # checked above
         url = root_url(request)
         context = contextvars.copy_context()
 
@@ -145,6 +146,7 @@ class _API:
                 cancelled=cancelled,
                 history=conversation.history,
                 context=context,
+                caller_key=caller_key,
             )
 
         items = drive(work, heartbeat=HEARTBEAT_SECONDS)
@@ -211,7 +213,7 @@ class _Reply:
         failure = _failure(finished)
         if failure is not None:
             return failure
-        assert finished is not None and finished.done is not None
+        assert finished is not None
         content = "".join(self.answer) + files_markdown(finished)
         message = {"role": "assistant", "content": content, "reasoning_content": "".join(self.reasoning)}
         return JSONResponse(
@@ -246,7 +248,7 @@ class _Reply:
         if failure is not None:
             yield f"data: {failure.body.decode()}\n\n"
         else:
-            assert finished is not None and finished.done is not None
+            assert finished is not None
             files = files_markdown(finished)
             if files:
                 yield self._chunk({"content": files})
@@ -276,7 +278,7 @@ async def _until_accepted(items: AsyncIterator[Any], request: Request) -> Accept
 
 
 def _failure(finished: Finished | None) -> Response | None:
-    if finished is None or finished.done is None or finished.done.outcome is Outcome.CANCELLED:
+    if finished is None or finished.done.outcome is Outcome.CANCELLED:
         return error(499, "The request was cancelled.", code="cancelled")
     done: Done = finished.done
     if done.outcome is Outcome.FAILED:
@@ -286,7 +288,6 @@ def _failure(finished: Finished | None) -> Response | None:
 
 
 def _details(finished: Finished) -> dict[str, Any]:
-    assert finished.done is not None
     return {
         "request_id": finished.done.trace.get("request_id"),
         **result_json(finished.done, finished.served),

@@ -130,7 +130,9 @@ class Wiring:
         gr, chat, session_of = self.gr, self.chat, self.session_of
 
         def on_trace(path: str, key: str, request: gr.Request):
-            form, problem = review_chat.open_trace(chat, session_of(key, request), path)
+            form, problem = review_chat.open_trace(
+                chat, session_of(key, request), path, client=chat.callers.of(request)
+            )
             if problem:
                 gr.Warning(problem)
                 return gr.skip(), gr.skip(), gr.skip(), gr.skip()
