@@ -5,8 +5,10 @@ upload is decoded, a per-address upload budget, result cache scopes, and private
 The app runs on 127.0.0.1 with the fake LLM server; events are sent as a browser sends them
 (Gradio's queue protocol over real HTTP), API calls with the real `openai` client."""
 
+import asyncio
 import base64
 import json
+import stat
 import threading
 import time
 import uuid
@@ -177,3 +179,83 @@ def test_an_upload_no_conversation_took_in_is_kept_hours_not_a_day(llm_server, t
     )
     frequency, age = demo.delete_cache
     assert age <= 6 * 3600 and frequency <= age
+
+
+# ---- result cache scopes and private files -----------------------------------------------------------
+
+
+def _two_conversations(llm_server, tmp_path):
+    from webui.chat import ChatApp, LLMChoice
+
+    chat = ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=fake_catalog(), endpoint=FakeEndpoint())
+    for session in ("s1", "s2"):
+        message = {"text": "[conv-c] caption", "files": [str(photo(tmp_path / f"{session}.png"))]}
+        *_, (_, _, running) = chat.respond(session, message, LLMChoice(), client="127.0.0.1")
+        assert not running
+    return chat
+
+
+def test_a_conversations_result_cache_entries_are_deleted_with_it(llm_server, tmp_path):
+    chat = _two_conversations(llm_server, tmp_path)
+    cache = chat.backends.cache
+    both = len(cache)
+    assert both == 6  # three tasks each, the same inputs but their own scopes
+    chat.reset("s1")  # the trash icon
+    assert len(cache) == 3
+    chat.drop("s2")  # the page left
+    assert len(cache) == 0
+
+
+def test_workspaces_uploads_and_cache_entries_are_the_apps_users_only(llm_server, tmp_path):
+    chat = _two_conversations(llm_server, tmp_path)
+    root = chat.conversations.find("s1").workspace.root
+
+    def mode(path):
+        return stat.S_IMODE(path.stat().st_mode)
+
+    assert mode(root) == mode(root / "uploads") == mode(root / "outputs") == 0o700
+    assert mode(root / "uploads" / "s1.png") == 0o600
+    entries = chat.backends.cache.root / "entries"
+    assert {mode(p) for p in entries.rglob("*") if p.is_dir()} | {mode(entries)} == {0o700}
+    assert {mode(p) for p in entries.rglob("*") if p.is_file()} == {0o600}
+
+
+def test_api_calls_share_results_by_their_callers_key_and_anonymous_mcp_calls_keep_none(llm_server, tmp_path):
+    from test_mcp import _calls
+
+    endpoint = FakeEndpoint()
+    settings = app_settings(llm_server, tmp_path / "ws", api_keys=(KEY, "key-two"))
+    image = "data:image/png;base64," + base64.b64encode(photo(tmp_path / "p.png").read_bytes()).decode()
+    content = [
+        {"type": "text", "text": "[conv-k] caption"},
+        {"type": "image_url", "image_url": {"url": image}},
+    ]
+    with running_app(settings, catalog=fake_catalog(), endpoint=endpoint) as demo:
+        cache = demo.chat_app.backends.cache
+
+        def ask(key):
+            client = openai.OpenAI(base_url=demo.local_url + "v1", api_key=key, max_retries=0, timeout=60)
+            client.chat.completions.create(
+                model="hugginggpt", messages=[{"role": "user", "content": content}]
+            )
+
+        for _ in range(3):
+            ask(KEY)
+        assert len(endpoint.calls) == 3 and len(cache) == 3  # the 2nd and 3rd calls were served from it
+        ask("key-two")  # another caller: its own entries
+        assert len(endpoint.calls) == 6 and len(cache) == 6
+        asyncio.run(_calls(demo, [("hugginggpt", {"request": "[conv-k] caption", "files": [image]})] * 2))
+        assert len(endpoint.calls) == 12 and len(cache) == 6  # anonymous: run, never kept
+
+
+def test_an_mcp_task_tool_runs_as_a_one_task_plan_through_the_result_cache(llm_server, tmp_path):
+    from test_mcp import _calls
+
+    endpoint = FakeEndpoint()
+    settings = app_settings(llm_server, tmp_path / "ws", cache_scope="process")
+    image = "data:image/png;base64," + base64.b64encode(photo(tmp_path / "p.png").read_bytes()).decode()
+    with running_app(settings, catalog=fake_catalog(), endpoint=endpoint) as demo:
+        for _ in range(2):
+            (result,) = asyncio.run(_calls(demo, [("image_to_text", {"image": image})]))
+            assert not result.isError and json.loads(result.content[0].text)["status"] == "done"
+    assert [model for _, model, _ in endpoint.calls] == ["org/captioner-a"]  # the second came from the cache
