@@ -19,20 +19,9 @@ from typing import Any, TextIO
 
 from .artifacts import Artifact
 from .config import INFERENCE_MODES, Settings, load_settings
-from .events import (
-    AnswerDelta,
-    Done,
-    Event,
-    ModelSelected,
-    PlanReady,
-    PlanRejected,
-    StageStarted,
-    TaskFailed,
-    TaskFinished,
-    TaskSkipped,
-    TaskStarted,
-)
+from .events import AnswerDelta, Done, Event
 from .planfile import PlanFileError, read_plan_file, to_json
+from .progress import describe
 from .review import plan_lines
 from .review import review as ask
 
@@ -268,38 +257,3 @@ def _output_json(artifact: Artifact) -> dict[str, Any]:
     if artifact.path is not None:
         return {"kind": str(artifact.kind), "path": str(Path(artifact.path).resolve())}
     return {"kind": str(artifact.kind), "value": artifact.value}
-
-
-def describe(event: Event, root: Path) -> str | None:
-    """One line per event for the terminal."""
-    match event:
-        case StageStarted(stage=stage):
-            return f"[{stage}] ..."
-        case PlanRejected(attempt=attempt, problems=problems):
-            return f"[plan] attempt {attempt} rejected, asking for a fix: " + "; ".join(problems)
-        case PlanReady(plan=plan):
-            if not plan.tasks:
-                return "[plan] no model needed: answering directly"
-            steps = ", ".join(f"{t.id}:{t.task}" + (f"<-{t.dep}" if t.dep else "") for t in plan.tasks)
-            return f"[plan] {len(plan)} task(s): {steps}"
-        case ModelSelected(task_id=i, task=task, model=model, reason=reason):
-            return f"[select] task {i} {task}: {model} ({reason})"
-        case TaskStarted(task_id=i, task=task, model=model, attempt=attempt):
-            return f"[task {i}] {task} with {model}" + (f" (attempt {attempt})" if attempt > 1 else "")
-        case TaskFinished(task_id=i, outputs=outputs, seconds=seconds, cached=cached, seed=seed):
-            how = " from the cache" if cached else ""
-            seeded = f" (seed {seed})" if seed is not None else ""
-            return f"[task {i}] done{how} in {seconds:.2f} s{seeded}: " + "; ".join(
-                a.describe(root)[:120] for a in outputs
-            )
-        case TaskFailed(task_id=i, model=model, error=error, final=final):
-            return f"[task {i}] {model or 'task'} failed: {error}" + (
-                "" if final else "; trying the next model"
-            )
-        case TaskSkipped(task_id=i, reason=reason):
-            return f"[task {i}] skipped: {reason}"
-        case Done(outcome=outcome, trace=trace) as done:
-            seconds = trace.get("timings", {}).get("total", 0)
-            ending = "" if done.ok else f" ({outcome})"
-            return f"[done] {done.llm_calls} LLM call(s), {seconds:.2f} s{ending}"
-    return None

@@ -46,8 +46,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
-    from .cli import describe, follow, settings_from_args
+    from .cli import follow, settings_from_args
     from .factory import build_pipeline
+    from .progress import describe
     from .workspace import Workspace
 
     args = parser().parse_args(argv)

@@ -269,8 +269,8 @@ def test_stop_ends_a_running_request_at_once(fake_app, tmp_path):
             ("org/speaker", "text-to-speech", 2),
         )
     )
-    chat = fake_app.chat_app
-    chat.catalog, saved = slow, chat.catalog
+    host = fake_app.host
+    host.catalog, saved = slow, host.catalog
     try:
         client = Client(fake_app.local_url, verbose=False)
         job = client.submit(
@@ -299,7 +299,7 @@ def test_stop_ends_a_running_request_at_once(fake_app, tmp_path):
             time.sleep(0.02)
         assert fake_app.endpoint.stopped == ["org/captioner-slow"]  # the model call itself ended
     finally:
-        chat.catalog = saved
+        host.catalog = saved
     # the same conversation takes the next request
     updates, _, _ = send(client, "[conv-10] caption this", [photo(tmp_path / "q.png")])
     assert texts(updates[-1])[-1].startswith("Answer for conv-10")
@@ -527,7 +527,7 @@ def test_on_a_public_app_a_typed_llm_url_gets_a_client_that_stays_off_private_ne
             public_llm_only=True,
         )
         s = chat.request_settings(LLMChoice(base_url=servers.url, model="m"), resolve=False)
-        llm = chat.llm_for(s)
+        llm = chat.host.llm_for(s)
         with pytest.raises(Exception, match="not public"):
             llm.complete([{"role": "user", "content": "hi"}], stage="plan")
         assert servers.private_hits == []

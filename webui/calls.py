@@ -2,7 +2,7 @@
 workspace, deleted when the call ends, under the same limits as the chat.
 
 What the chat's settings panel offers a person, a client sends as headers (never as tool arguments):
-X-LLM-Base-URL, X-LLM-Model and X-LLM-API-Key. They pass the chat's own checks (ChatApp.request_settings):
+X-LLM-Base-URL, X-LLM-Model and X-LLM-API-Key. They pass the chat's own checks (Host.request_settings):
 the server's key never goes to a URL a client named, and a public app only talks to public servers.
 """
 
@@ -32,7 +32,8 @@ from hugginggpt.selection import Choice
 from hugginggpt.workspace import Workspace
 
 from .api_files import MAX_FILES, InputRefused, Served, publish, receive
-from .chat import ChatApp, LLMChoice
+from .host import Host
+from .session_settings import LLMChoice
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +81,10 @@ class Finished:
 
 
 class Calls:
-    def __init__(self, chat: ChatApp):
-        self.chat = chat
+    """The calls of the doors for other programs, over the Host every door shares."""
+
+    def __init__(self, host: Host):
+        self.host = host
 
     # ---- the whole pipeline --------------------------------------------------------------------
 
@@ -139,7 +142,7 @@ class Calls:
         spec = task_types.get(task)
         if spec is None:
             raise InputRefused(f"unknown task type {task!r}")
-        settings = self.chat.settings
+        settings = self.host.settings
         pipeline = self._pipeline(settings, context, caller_key)
         choice = self._choice(task, model, pipeline.endpoint.can_run, settings.top_k)
         text_args = self._text_args(spec, task, args)
@@ -184,14 +187,14 @@ class Calls:
                 yield event
 
     def _choice(self, task: str, model: str | None, runnable: Callable[[Any], bool], k: int) -> Choice:
-        catalog = self.chat.catalog
+        catalog = self.host.catalog
         if model:
             card = catalog.get(model.strip(), task)
             if card is None:
                 raise InputRefused(f"'{model}' is not a {task} model in this server's catalog.")
             if not runnable(card):
                 raise InputRefused(
-                    f"'{model}' cannot run on this server (inference: {self.chat.settings.inference})."
+                    f"'{model}' cannot run on this server (inference: {self.host.settings.inference})."
                 )
             return Choice(0, task, card, "the model the client asked for", (card,), PickSource.ONLY_CANDIDATE)
         ranked = tuple(catalog.candidates(task, k=k, runnable=runnable))
@@ -208,26 +211,17 @@ class Calls:
         """A pipeline for one call. Its result cache entries are the caller's (by its key); an
         anonymous call's results are not kept, as nobody could be served them again (unless the
         cache is shared by everyone: cache_scope "process")."""
-        cache = self.chat.backends.cache
         if settings.cache_scope == "process":
-            scope: str | None = "process"
-        elif caller_key:
+            return self.host.pipeline(settings, context=context, cache_scope="process")
+        if caller_key:
             scope = "caller:" + hashlib.sha256(caller_key.encode()).hexdigest()
-        else:
-            cache, scope = None, None
-        return Pipeline(
-            llm=self.chat.llm_for(settings),
-            catalog=self.chat.catalog,
-            endpoint=self.chat.backends.endpoint_for(settings.inference, context),
-            settings=settings,
-            cache=cache,
-            cache_scope=scope,
-        )
+            return self.host.pipeline(settings, context=context, cache_scope=scope)
+        return self.host.pipeline(settings, context=context, cached=False)
 
     def _settings(self, credentials: Credentials) -> Settings:
         choice = LLMChoice(credentials.base_url, credentials.model, credentials.api_key)
         try:
-            return self.chat.request_settings(choice)
+            return self.host.request_settings(choice)
         except ValueError as e:  # headers are the client's input, like the settings panel's fields
             raise InputRefused(f"Settings problem (X-LLM-* headers): {e}") from None
 
@@ -242,7 +236,7 @@ class Calls:
                 f.ref,
                 incoming,
                 settings=settings,
-                max_bytes=self.chat.max_upload_bytes,
+                max_bytes=self.host.max_upload_bytes,
                 hint=f.hint,
                 number=n,
             )
@@ -252,7 +246,7 @@ class Calls:
     @contextmanager
     def _workspace(self) -> Iterator[Workspace]:
         """A fresh workspace for one call, deleted when the call ends (its files published first)."""
-        ws = Workspace.create(self.chat.workdir, "call-" + uuid.uuid4().hex)
+        ws = Workspace.create(self.host.workdir, "call-" + uuid.uuid4().hex)
         try:
             yield ws
         finally:
@@ -261,12 +255,12 @@ class Calls:
     @contextmanager
     def _slot(self, cancelled: threading.Event) -> Iterator[bool]:
         """Holds one of the requests-at-once slots; False when the client gave up waiting."""
-        held = self.chat.slots.acquire(cancelled)
+        held = self.host.slots.acquire(cancelled)
         try:
             yield held
         finally:
             if held:
-                self.chat.slots.release()
+                self.host.slots.release()
 
 
 T = TypeVar("T")

@@ -131,7 +131,7 @@ class Wiring:
 
         def on_trace(path: str, key: str, request: gr.Request):
             form, problem = review_chat.open_trace(
-                chat, session_of(key, request), path, client=chat.callers.of(request)
+                chat, session_of(key, request), path, client=chat.host.caller(request)
             )
             if problem:
                 gr.Warning(problem)

@@ -28,9 +28,9 @@ from hugginggpt import tasks as task_types
 from hugginggpt.artifacts import ArtifactKind
 from hugginggpt.events import Outcome
 
-from .api_files import InputRefused, Served, result_json, root_url, task_json
-from .calls import Calls, Credentials, FileRef, Finished, drive
-from .slots import Busy
+from ..api_files import InputRefused, Served, result_json, root_url, task_json
+from ..calls import Calls, Credentials, FileRef, Finished, drive
+from ..slots import Busy
 
 log = logging.getLogger(__name__)
 

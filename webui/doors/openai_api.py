@@ -26,13 +26,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 
-from hugginggpt.cli import describe
 from hugginggpt.events import AnswerDelta, Done, ErrorKind, Outcome
+from hugginggpt.progress import describe
 
-from .api_files import MAX_FILES, InputRefused, result_json, root_url
-from .calls import Accepted, Calls, Credentials, Finished, drive
+from ..api_files import MAX_FILES, InputRefused, result_json, root_url
+from ..calls import Accepted, Calls, Credentials, Finished, drive
+from ..slots import Busy
 from .openai_messages import files_markdown, read_messages
-from .slots import Busy
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def error(
 class _API:
     def __init__(self, calls: Calls):
         self.calls = calls
-        self.keys = [k.encode() for k in calls.chat.settings.api_keys]
+        self.keys = [k.encode() for k in calls.host.settings.api_keys]
 
     def _refused(self, request: Request) -> Response | None:
         """None when the bearer token is one of the keys (compared in constant time)."""
@@ -118,7 +118,7 @@ class _API:
         if refused:
             return refused
         body = await _read_json(
-            request, limit=(MAX_FILES * self.calls.chat.max_upload_bytes * 4) // 3 + 1_000_000
+            request, limit=(MAX_FILES * self.calls.host.max_upload_bytes * 4) // 3 + 1_000_000
         )
         if isinstance(body, Response):
             return body
