@@ -40,7 +40,7 @@ from webui.host import Host
 from webui.settings_panel import field_problems, status_for
 from webui.upload_quota import UploadQuota
 
-QUIET = {"api_visibility": "private", "show_progress": "hidden"}
+QUIET: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
 ROOT = Path(__file__).resolve().parent
 ASSETS = ROOT / "assets"
 CSS = """
@@ -174,8 +174,9 @@ class ChatPage:
             gr.LoginButton(elem_id="login")
         status = gr.Markdown(elem_id="status")
         new, earlier = self._conversation_row()
+        welcome: Any = self.host.welcome()  # messages as dicts, which Gradio accepts
         chatbot = gr.Chatbot(
-            value=self.host.welcome(),
+            value=welcome,
             label="Conversation",
             elem_id="chat",
             height="72vh",
@@ -201,11 +202,12 @@ class ChatPage:
         )
         # Each request's trace is linked in its own turn; this list serves API clients.
         traces = gr.File(label="Traces (JSON)", file_count="multiple", interactive=False, visible=False)
-        fields = self._settings_panel()
+        base_url, model, key, mode, top_k, keep_key, problems = self._settings_panel()
         store = gr.BrowserState(saved.empty(), storage_key="hugginggpt")
         conv_key = gr.State("")
         return Page(
-            status, chatbot, box, stop, traces, *fields, new, earlier, store, conv_key, review,
+            status, chatbot, box, stop, traces, base_url, model, key, mode, top_k, keep_key, problems,
+            new, earlier, store, conv_key, review,
         )  # fmt: skip
 
     def _conversation_row(self) -> tuple[Any, Any]:
@@ -224,7 +226,7 @@ class ChatPage:
             )
         return new, earlier
 
-    def _settings_panel(self) -> tuple[Any, ...]:
+    def _settings_panel(self) -> tuple[Any, Any, Any, Any, Any, Any, dict[str, Any]]:
         """base_url, model, key, mode, top_k, keep_key and the problems under the typed fields."""
         settings = self.host.settings
         with gr.Accordion("Settings", open=False, elem_id="settings"):

@@ -75,7 +75,7 @@ class Callers:
         request = getattr(request, "request", None) or request  # a gr.Request wraps Starlette's
         client = getattr(request, "client", None)
         peer = str(getattr(client, "host", "") or "")
-        headers = getattr(request, "headers", None)
+        headers: Any = getattr(request, "headers", None)
         values = headers.getlist("x-forwarded-for") if hasattr(headers, "getlist") else []
         return self.address(peer, values)
 

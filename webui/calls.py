@@ -15,7 +15,7 @@ import logging
 import shutil
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -269,7 +269,7 @@ _END = object()
 
 async def drive(
     work: Callable[[threading.Event], Iterator[T]], *, heartbeat: float | None = None
-) -> AsyncIterator[T | None]:
+) -> AsyncGenerator[T | None, None]:
     """Run a blocking generator in its own thread; yield its items here as they come, and None
     after each `heartbeat` seconds without one (a streamed reply keeps its connection alive).
 

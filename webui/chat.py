@@ -12,7 +12,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -290,7 +290,8 @@ def _drive(
     except Exception:  # Pipeline.run reports failures in Done; anything else is a bug
         log.exception("the pipeline crashed")
     finally:
-        run.close()
+        if isinstance(run, Generator):  # a pipeline method's: its own clean-up runs now, not at GC
+            run.close()
         if conv.ended:  # the page was left mid-run: what the run wrote since goes too
             conv.delete_files()
         slots.release()

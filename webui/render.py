@@ -263,6 +263,7 @@ class RunView:
                 if self._answer is None:
                     self.feed(StageStarted(Stage.RESPOND))
                 self._answer_text += text
+                assert self._answer is not None  # the respond stage made it
                 self._answer["content"] = clean(self._answer_text)
             case Done() as done:
                 self._end(done)

@@ -4,7 +4,7 @@ the page; the status line says what will run."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .session_settings import LLMChoice
 
@@ -31,6 +31,7 @@ def field_problems(host: Host, choice: LLMChoice) -> dict[str, str]:
 
 def status_for(host: Host, choice: LLMChoice, problems: dict[str, str]) -> str:
     """The status line for what a request would use; a refused field falls back to the server's value."""
-    usable = replace(choice, **{name: "" for name in problems})
+    blank: dict[str, Any] = dict.fromkeys(problems, "")
+    usable = replace(choice, **blank)
     line = host.status(usable)
     return line + (" · **Settings:** fix the field marked in Settings" if problems else "")

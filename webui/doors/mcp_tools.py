@@ -76,10 +76,10 @@ def hugginggpt_tool(calls: Calls):
     async def hugginggpt(
         request: str,
         files: list[str] | None = None,
-        x_llm_base_url: gr.Header = None,
-        x_llm_model: gr.Header = None,
-        x_llm_api_key: gr.Header = None,
-        http: gr.Request = None,
+        x_llm_base_url: gr.Header | None = None,
+        x_llm_model: gr.Header | None = None,
+        x_llm_api_key: gr.Header | None = None,
+        http: gr.Request | None = None,
     ) -> tuple[str, dict | str]:
         # The docstring (HUGGINGGPT_DOC) is the tool's description for the client's LLM.
         refs = [FileRef(str(f), "file") for f in files or []]

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
@@ -197,7 +197,7 @@ class _Reply:
             return line + "\n", ""
         return "", ""
 
-    async def whole(self, items: AsyncIterator[Any], request: Request) -> Response:
+    async def whole(self, items: AsyncGenerator[Any, None], request: Request) -> Response:
         finished = None
         try:
             async with aclosing(items):
@@ -225,7 +225,7 @@ class _Reply:
             }
         )
 
-    async def stream(self, items: AsyncIterator[Any]) -> AsyncIterator[str]:
+    async def stream(self, items: AsyncGenerator[Any, None]) -> AsyncIterator[str]:
         finished, broken = None, False
         try:
             async with aclosing(items):
@@ -246,7 +246,7 @@ class _Reply:
             broken = True
         failure = error(500, INTERNAL, "server_error", "internal_error") if broken else _failure(finished)
         if failure is not None:
-            yield f"data: {failure.body.decode()}\n\n"
+            yield f"data: {bytes(failure.body).decode()}\n\n"
         else:
             assert finished is not None
             files = files_markdown(finished)
