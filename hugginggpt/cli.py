@@ -17,13 +17,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
-from .artifacts import Artifact
 from .config import INFERENCE_MODES, Settings, load_settings
 from .events import AnswerDelta, Done, Event
 from .planfile import PlanFileError, read_plan_file, to_json
 from .progress import describe
 from .review import plan_lines
 from .review import review as ask
+from .run_json import run_json
 
 
 def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
@@ -228,32 +228,5 @@ def finish(done: Done, as_json: bool, *, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def result_json(done: Done) -> dict[str, Any]:
-    """The --json contract: {answer, error, llm_calls, tasks, trace_file}, plus outcome and error_kind."""
-    return {
-        "answer": done.answer,
-        "error": done.error,
-        "outcome": str(done.outcome),
-        "error_kind": done.error_kind and str(done.error_kind),
-        "answer_incomplete": done.incomplete,
-        "llm_calls": done.llm_calls,
-        "tasks": [
-            {
-                "id": r.id,
-                "task": r.task,
-                "model": r.model,
-                "status": str(r.status),
-                "error": r.error,
-                "cached": r.cached,
-                "seed": r.seed,
-                "outputs": [_output_json(a) for a in r.outputs],
-            }
-            for r in done.records
-        ],
-        "trace_file": str(done.trace_file) if done.trace_file else None,
-    }
-
-
-def _output_json(artifact: Artifact) -> dict[str, Any]:
-    if artifact.path is not None:
-        return {"kind": str(artifact.kind), "path": str(Path(artifact.path).resolve())}
-    return {"kind": str(artifact.kind), "value": artifact.value}
+    """The --json contract (hugginggpt.run_json's shape, which the API and MCP share), plus trace_file."""
+    return {**run_json(done), "trace_file": str(done.trace_file) if done.trace_file else None}

@@ -133,6 +133,18 @@ class AnswerDelta:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """The tokens a run's LLM calls took, as the servers reported them."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
 class Done:
     """The end of a run. `error` (in the user's words) and `error_kind` are set when it failed."""
 
@@ -146,6 +158,10 @@ class Done:
     incomplete: str | None = None  # why the answer stops short (the LLM's stream broke off, a limit)
     plan: Plan | None = None  # the plan that ran (or would run), once there is one
     choices: Mapping[int, Choice] = field(default_factory=dict)  # its models and seeds, by task id
+    request_id: str = ""  # names its trace file and its outputs' folder
+    request: str = ""
+    usage: Usage = field(default_factory=Usage)
+    timings: Mapping[str, float] = field(default_factory=dict)  # seconds per stage, and "total"
 
     def __post_init__(self) -> None:
         if (self.outcome is Outcome.FAILED) != (self.error is not None and self.error_kind is not None):

@@ -108,8 +108,8 @@ class Pipeline:
     ) -> Iterator[Event]:
         """Run `previous` again with `edits`: the edited tasks and what depends on them execute, every
         other task comes from the result cache; the answer is written from the new records."""
-        request = str(previous.trace.get("request", ""))
-        header = {"rerun_of": previous.trace.get("request_id")}
+        request = previous.request
+        header = {"rerun_of": previous.request_id}
         try:
             if previous.plan is None:
                 raise PlanFileError("that run has no plan to run again")

@@ -47,8 +47,8 @@ def describe(event: Event, root: Path) -> str | None:
             )
         case TaskSkipped(task_id=i, reason=reason):
             return f"[task {i}] skipped: {reason}"
-        case Done(outcome=outcome, trace=trace) as done:
-            seconds = trace.get("timings", {}).get("total", 0)
+        case Done(outcome=outcome, timings=timings) as done:
+            seconds = timings.get("total", 0)
             ending = "" if done.ok else f" ({outcome})"
             return f"[done] {done.llm_calls} LLM call(s), {seconds:.2f} s{ending}"
     return None

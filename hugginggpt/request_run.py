@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from . import urlguard
 from .artifacts import kind_of_file
 from .cache import CachingEndpoint
-from .events import Done, ErrorKind, Event, ModelSelected, Outcome, PlanReady, Stage, StageStarted
+from .events import Done, ErrorKind, Event, ModelSelected, Outcome, PlanReady, Stage, StageStarted, Usage
 from .execute import ExecutionSettings, RunContext, execute_steps
 from .llm import LLMError, Message
 from .plan import FileRules, Plan, PlanLimits
@@ -171,6 +171,10 @@ class RequestRun:
             self.incomplete,
             self.plan,
             choices,
+            self.request_id,
+            self.request,
+            Usage(int(trace["tokens"]["prompt"]), int(trace["tokens"]["completion"])),
+            dict(self.timings),
         )
 
     def _time_up(self) -> None:

@@ -260,7 +260,7 @@ class ChatApp:
         if done.trace_file:
             conv.traces = [*conv.traces, str(done.trace_file)]
         conv.display += view.messages
-        request_id = done.trace.get("request_id")
+        request_id = done.request_id or None
         if done.outcome is Outcome.PLANNED and done.plan is not None:
             conv.pending = Draft(text, done.plan, dict(done.choices), Origin.PLANNED, request_id)
             conv.pending_form = None

@@ -288,16 +288,16 @@ def _failure(finished: Finished | None) -> Response | None:
 
 
 def _details(finished: Finished) -> dict[str, Any]:
-    return {
-        "request_id": finished.done.trace.get("request_id"),
-        **result_json(finished.done, finished.served),
-    }
+    return result_json(finished.done, finished.served)
 
 
 def _usage(done: Done) -> dict[str, int]:
-    tokens = done.trace.get("tokens") or {}
-    prompt, completion = int(tokens.get("prompt") or 0), int(tokens.get("completion") or 0)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    usage = done.usage
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+    }
 
 
 def _model_card() -> dict[str, Any]:
