@@ -154,6 +154,29 @@ def test_an_api_call_decodes_its_upload_only_once_it_holds_a_slot(llm_server, tm
         assert replies and "Answer for conv-slot" in replies[0].choices[0].message.content
 
 
+def test_a_chat_message_decodes_its_upload_only_once_it_holds_a_slot(llm_server, tmp_path):
+    """A broken picture is refused as soon as it is decoded: with the only slot busy, not before."""
+    from gradio_client import Client, handle_file
+
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(photo(tmp_path / "p.png").read_bytes()[:200])
+    settings = app_settings(llm_server, tmp_path / "ws")
+    with running_app(settings, catalog=fake_catalog(), endpoint=FakeEndpoint(), concurrency=1) as demo:
+        slots = demo.chat_app.slots
+        assert slots.acquire(threading.Event())
+        message = {"text": "caption", "files": [handle_file(str(broken))]}
+        client = Client(demo.local_url, verbose=False)
+        job = client.submit(message, "", "", "", "local", 5, False, api_name="/chat")
+        deadline = time.monotonic() + 10
+        while slots.waiting == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)
+        assert slots.waiting == 1 and not job.done()
+        slots.release()
+        chat, _, _ = job.result(timeout=30)
+        assert "was not used" in json.dumps(chat)
+
+
 # ---- uploads: a budget per address, kept hours ------------------------------------------------------
 
 

@@ -16,7 +16,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -252,15 +252,9 @@ class Calls:
         finally:
             shutil.rmtree(ws.root, ignore_errors=True)
 
-    @contextmanager
-    def _slot(self, cancelled: threading.Event) -> Iterator[bool]:
+    def _slot(self, cancelled: threading.Event) -> AbstractContextManager[bool]:
         """Holds one of the requests-at-once slots; False when the client gave up waiting."""
-        held = self.host.slots.acquire(cancelled)
-        try:
-            yield held
-        finally:
-            if held:
-                self.host.slots.release()
+        return self.host.slots.held(cancelled)
 
 
 T = TypeVar("T")

@@ -144,7 +144,7 @@ class ChatApp:
             return
         conv.requests += 1
         user = [user_message(text, files)]
-        problems = [p for f in files if (p := check_upload(f, max_bytes=self.max_upload_bytes))]
+        problems = self._upload_problems(files)
         if problems:
             bad = [user_message(text or "(files only)", [])]
             conv.display += bad + [
@@ -177,6 +177,14 @@ class ChatApp:
             ),
             poll=poll,
         )
+
+    def _upload_problems(self, files: list[str]) -> list[str]:
+        """What is wrong with each upload, checked (decoded) only while holding a slot: however many
+        messages wait, no more files are decoded at once than requests run (webui.slots)."""
+        if not files:
+            return []
+        with self.slots.held(threading.Event(), refuse_when_busy=False):
+            return [p for f in files if (p := check_upload(f, max_bytes=self.max_upload_bytes))]
 
     def pipeline_for(self, choice: LLMChoice, hf_token: str | None = None) -> Pipeline:
         """A pipeline with this session's settings; ValueError for a settings problem."""

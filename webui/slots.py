@@ -7,6 +7,8 @@ another door waits for a free slot like a chat message waits in Gradio's queue.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class Busy(RuntimeError):
@@ -51,6 +53,16 @@ class RunSlots:
         finally:
             with self._lock:
                 self._waiting -= 1
+
+    @contextmanager
+    def held(self, cancelled: threading.Event, *, refuse_when_busy: bool = True) -> Iterator[bool]:
+        """A slot for the block (True), or False when `cancelled` was set while waiting."""
+        got = self.acquire(cancelled, refuse_when_busy=refuse_when_busy)
+        try:
+            yield got
+        finally:
+            if got:
+                self.release()
 
     def release(self) -> None:
         with self._lock:
