@@ -12,44 +12,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
-from .config import INFERENCE_MODES, Settings, load_settings
-from .events import AnswerDelta, Done, Event
+from .config import INFERENCE_MODES
+from .events import Done
 from .planfile import PlanFileError, read_plan_file, to_json
-from .progress import describe
 from .review import plan_lines
 from .review import review as ask
 from .run_json import run_json
-
-
-def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
-    """The controller-LLM flags, shared by every command that talks to the LLM."""
-    group = parser.add_argument_group("controller LLM")
-    group.add_argument(
-        "--llm-base-url", metavar="URL", help="an OpenAI-compatible server, e.g. http://localhost:8000/v1"
-    )
-    group.add_argument("--llm-model", metavar="NAME", help="the model name the server knows")
-    group.add_argument(
-        "--llm-api-key", metavar="KEY", help="API key (default: HUGGINGGPT_LLM_API_KEY or OPENAI_API_KEY)"
-    )
-    group.add_argument("--config", metavar="FILE", help="a YAML settings file (default: HUGGINGGPT_CONFIG)")
-
-
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    settings = load_settings(getattr(args, "config", None))
-    return settings.with_overrides(
-        llm_base_url=args.llm_base_url,
-        llm_model=args.llm_model,
-        llm_api_key=args.llm_api_key,
-        inference=getattr(args, "inference", None),
-        top_k=getattr(args, "top_k", None),
-        catalog_paths=tuple(settings.catalog_paths) + tuple(getattr(args, "catalog", None) or ()) or None,
-        allow_urls=True if getattr(args, "allow_urls", False) else None,
-    )
+from .terminal import add_llm_arguments, follow, settings_from_args
 
 
 def parser() -> argparse.ArgumentParser:
@@ -196,24 +169,6 @@ def main(
         events = pipeline.run(request, workspace=workspace, files=files)
     done = follow(events, workspace.root, stdout=stdout, stderr=stderr, stream=not args.json)
     return finish(done, args.json, stdout=stdout, stderr=stderr)
-
-
-def follow(events: Iterable[Event], root: Path, *, stdout: TextIO, stderr: TextIO, stream: bool) -> Done:
-    """Show a run's events as they come (stages on stderr, the answer streamed to stdout); its Done."""
-    done: Done | None = None
-    for event in events:
-        if isinstance(event, AnswerDelta) and stream:
-            stdout.write(event.text)
-            stdout.flush()
-        line = describe(event, root)
-        if line:
-            print(line, file=stderr, flush=True)
-        if isinstance(event, Done):
-            done = event
-    assert done is not None
-    if stream and done.answer:
-        stdout.write("\n")
-    return done
 
 
 def finish(done: Done, as_json: bool, *, stdout: TextIO, stderr: TextIO) -> int:

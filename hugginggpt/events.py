@@ -11,14 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .artifacts import Artifact
+from .choice import Choice, PickSource
 from .plan import Plan
 from .records import TaskRecord
-
-if TYPE_CHECKING:  # selection imports this module
-    from .selection import Choice
 
 
 class Stage(StrEnum):
@@ -26,22 +24,6 @@ class Stage(StrEnum):
     SELECT = "select"
     EXECUTE = "execute"
     RESPOND = "respond"
-
-
-class PickSource(StrEnum):
-    """How a task's model was chosen."""
-
-    LLM = "llm"  # the LLM picked it among the candidates
-    ONLY_CANDIDATE = "only_candidate"  # there was no choice to make
-    NOT_A_CANDIDATE = "not_a_candidate"  # the LLM named no candidate: the top-ranked one is used
-    SELECTION_FAILED = "selection_failed"  # the selection call failed: the top-ranked one is used
-    NO_CANDIDATE = "no_candidate"  # no model in the catalog can run the task here
-    GIVEN = "given"  # named by the user: a plan file, an edit, a replayed trace
-
-    @property
-    def replaced(self) -> bool:
-        """The LLM was asked but its pick is not what runs."""
-        return self in (PickSource.NOT_A_CANDIDATE, PickSource.SELECTION_FAILED)
 
 
 class Outcome(StrEnum):

@@ -16,14 +16,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from . import urlguard
 from .artifacts import kind_of_file
-from .cache import CachingEndpoint
+from .cache import CachingEndpoint, ResultCache
+from .catalog import Catalog
+from .config import Settings
+from .endpoints import Endpoint
 from .events import Done, ErrorKind, Event, ModelSelected, Outcome, PlanReady, Stage, StageStarted, Usage
 from .execute import ExecutionSettings, RunContext, execute_steps
-from .llm import LLMError, Message
+from .llm import LLM, LLMError, Message
 from .plan import FileRules, Plan, PlanLimits
 from .planner import FileInfo, PlanOutcome, plan_steps, trim_history
 from .records import TaskRecord
@@ -33,10 +36,20 @@ from .selection import Choice, select_steps
 from .trace import build_trace, write_trace
 from .workspace import Workspace
 
-if TYPE_CHECKING:
-    from .pipeline import Pipeline
-
 log = logging.getLogger(__name__)
+
+
+class RunParts(Protocol):
+    """What a run uses of the Pipeline that starts it (which has these): the run never imports it."""
+
+    llm: LLM
+    catalog: Catalog
+    endpoint: Endpoint
+    settings: Settings
+    cache: ResultCache | None
+    cache_scope: str | None
+
+    def check_plan(self, plan: Plan, workspace: Workspace) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -69,7 +82,7 @@ class RequestRun:
 
     def __init__(
         self,
-        pipeline: Pipeline,
+        pipeline: RunParts,
         request: str,
         workspace: Workspace,
         history: list[Message],

@@ -49,3 +49,21 @@ def test_no_function_of_the_page_or_the_web_layer_is_over_80_lines():
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.name}:{node.name} ({lines} lines)")
     assert not long
+
+
+def test_no_two_modules_of_the_core_import_each_other():
+    """cli and replay, events and selection, pipeline and request_run once did (lazily, or for types);
+    a package's __init__ gathering its own modules is not a cycle."""
+    core = ROOT / "hugginggpt"
+    modules = {}
+    for path in core.rglob("*.py"):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        modules[name] = path
+    deps = {name: {m for m in imported(path) if m in modules and m != name} for name, path in modules.items()}
+    both = {
+        tuple(sorted((a, b)))
+        for a in deps
+        for b in deps[a]
+        if a in deps[b] and not (b.startswith(a + ".") or a.startswith(b + "."))
+    }
+    assert not both
