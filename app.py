@@ -39,6 +39,7 @@ from webui.headers import ContentSecurityPolicy
 from webui.host import Host
 from webui.settings_panel import field_problems, status_for
 from webui.upload_quota import UploadQuota
+from webui.visitors import Visitors
 
 QUIET: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
 ROOT = Path(__file__).resolve().parent
@@ -151,7 +152,7 @@ class ChatPage:
 
     def __init__(self, host: Host, chat: ChatApp, concurrency: int):
         self.host, self.chat, self.concurrency = host, chat, concurrency
-        self.browsers: dict[str, str] = {}  # session hash -> conversation key, for pages with a store
+        self.visitors = Visitors(host)  # which conversation each browser session has open
         self.publisher = Publisher(Path(gradio_utils.get_upload_folder()))
 
     def build(self, demo: Any) -> None:
@@ -271,10 +272,7 @@ class ChatPage:
 
     def conversation_key(self, conv_key: str, request: Any) -> str:
         """The browser's conversation key; API clients (no browser store) are keyed by session."""
-        if saved.valid_key(conv_key):
-            self.browsers[_session(request)] = conv_key
-            return conv_key
-        return _session(request)
+        return self.visitors.key(conv_key, _session(request))
 
     def published(self, key: str, messages: list[dict[str, Any]], trace_files: list[str]):
         """The chat and the traces as the page gets them: the conversation's served copies."""
@@ -360,7 +358,7 @@ class ChatPage:
 
     def on_new(self, conv_key: str, store: Any, request: gr.Request):
         key = saved.new_key()
-        self.browsers[_session(request)] = key
+        self.visitors.opened(_session(request), key)
         store = saved.open_key(store, key)
         return key, *self.shown(key), store, self.listing(store), gr.Button(visible=False)
 
@@ -371,7 +369,7 @@ class ChatPage:
             store = saved.forget(store, picked)
             gr.Info("That conversation is no longer on the server (idle too long, or the app restarted).")
             return conv_key, gr.skip(), gr.skip(), store, self.listing(store), gr.skip()
-        self.browsers[_session(request)] = picked
+        self.visitors.opened(_session(request), picked)
         store = saved.remember(store, picked, "")
         return picked, *self.shown(picked), store, self.listing(store), gr.Button(visible=False)
 
@@ -381,7 +379,7 @@ class ChatPage:
         self.chat.reset(old)
         key = saved.new_key() if saved.valid_key(old) else old
         if key != old:
-            self.browsers[_session(request)] = key
+            self.visitors.opened(_session(request), key)
         return key, self.host.welcome(), None
 
     def tidy(self, conv_key: str, store: Any):
@@ -394,7 +392,7 @@ class ChatPage:
         return store, self.listing(store)
 
     def on_unload(self, request: gr.Request) -> None:
-        key = self.browsers.pop(_session(request), None)
+        key = self.visitors.left(_session(request))
         if key is None:  # an API client or a page without a store: its conversation ends with it
             self.chat.drop(_session(request))
         else:  # a reload within the grace comes back to it; else it ends with its files
@@ -404,13 +402,7 @@ class ChatPage:
     def restore(self, store: Any, request: gr.Request):
         """A page (re)load: this browser's open conversation and settings, if the server has them.
         It makes no conversation: the first message does."""
-        store = saved.normal(store)
-        key = store["current"]
-        if not key or self.host.find(key) is None:
-            store = saved.forget(store, key) if key else store
-            key = saved.new_key()
-            store = saved.open_key(store, key)
-        self.browsers[_session(request)] = key
+        key, store = self.visitors.restored(store, _session(request))
         s = store["settings"]
         base = self.host.settings
         return (
