@@ -177,6 +177,44 @@ def test_a_chat_message_decodes_its_upload_only_once_it_holds_a_slot(llm_server,
         assert "was not used" in json.dumps(chat)
 
 
+def test_one_address_cannot_fill_the_queue_of_api_calls_whatever_it_forwards(llm_server, tmp_path):
+    settings = app_settings(llm_server, tmp_path / "ws", api_keys=(KEY,))
+    with running_app(settings, catalog=fake_catalog(), endpoint=FakeEndpoint(), concurrency=1) as demo:
+        slots = demo.chat_app.slots
+        slots.max_waiting_per_caller = 2
+        assert slots.acquire(threading.Event())  # the only slot is busy
+        results: dict[int, object] = {}
+
+        def call(n):
+            client = openai.OpenAI(
+                base_url=demo.local_url + "v1",
+                api_key=KEY,
+                max_retries=0,
+                timeout=60,
+                default_headers={"X-Forwarded-For": f"198.51.{n}.7"},
+            )
+            try:
+                reply = client.chat.completions.create(
+                    model="hugginggpt", messages=[{"role": "user", "content": f"[conv-q{n}] hello"}]
+                )
+                results[n] = reply.choices[0].message.content
+            except openai.APIStatusError as e:
+                results[n] = e.status_code
+
+        waiting = [threading.Thread(target=call, args=(n,)) for n in range(2)]
+        for t in waiting:
+            t.start()
+        deadline = time.monotonic() + 10
+        while slots.waiting < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        call(2)  # a third from the same address: refused at once, not queued
+        assert results[2] == 503 and slots.waiting == 2
+        slots.release()
+        for t in waiting:
+            t.join(60)
+        assert all("Answer for conv-q" in str(results[n]) for n in range(2))
+
+
 # ---- uploads: a budget per address, kept hours ------------------------------------------------------
 
 

@@ -99,16 +99,18 @@ class Calls:
         history: Sequence[Message] = (),
         context: contextvars.Context | None = None,
         caller_key: str = "",
+        caller: str = "",
     ) -> Iterator[Accepted | Event | Finished]:
         """Plan, select, execute and respond: yields Accepted, the pipeline's events, then Finished.
 
         Raises InputRefused (bad files or headers) or slots.Busy before Accepted. `caller_key`: the
-        caller's own key (an API bearer token), whose calls share result cache entries."""
+        caller's own key (an API bearer token), whose calls share result cache entries; `caller`: its
+        address (webui.callers), whose calls may wait for a slot only so many at once."""
         if not request.strip():
             raise InputRefused("The request is empty: say what you want done.")
         settings = self._settings(credentials)
         pipeline = self._pipeline(settings, context, caller_key)
-        with self._workspace() as ws, self._slot(cancelled) as held:
+        with self._workspace() as ws, self._slot(cancelled, caller) as held:
             if not held:
                 return  # given up while waiting for a slot: nothing ran
             received = self._receive(files, ws, settings)  # decoded only once the call holds its slot
@@ -132,6 +134,7 @@ class Calls:
         cancelled: threading.Event,
         context: contextvars.Context | None = None,
         caller_key: str = "",
+        caller: str = "",
     ) -> Iterator[Accepted | Event | Finished]:
         """Run `task` with `model` (one from the catalog) or the catalog's top runnable models, in
         rank order as fallbacks. Media arguments are FileRefs' strings; text arguments plain text.
@@ -146,7 +149,7 @@ class Calls:
         pipeline = self._pipeline(settings, context, caller_key)
         choice = self._choice(task, model, pipeline.endpoint.can_run, settings.top_k)
         text_args = self._text_args(spec, task, args)
-        with self._workspace() as ws, self._slot(cancelled) as held:
+        with self._workspace() as ws, self._slot(cancelled, caller) as held:
             if not held:
                 return
             values = dict(text_args)
@@ -252,9 +255,10 @@ class Calls:
         finally:
             shutil.rmtree(ws.root, ignore_errors=True)
 
-    def _slot(self, cancelled: threading.Event) -> AbstractContextManager[bool]:
-        """Holds one of the requests-at-once slots; False when the client gave up waiting."""
-        return self.host.slots.held(cancelled)
+    def _slot(self, cancelled: threading.Event, caller: str) -> AbstractContextManager[bool]:
+        """Holds one of the requests-at-once slots; False when the client gave up waiting. Busy when
+        too many calls wait, in all or from `caller` (its address)."""
+        return self.host.slots.held(cancelled, caller=caller)
 
 
 T = TypeVar("T")

@@ -85,11 +85,18 @@ def hugginggpt_tool(calls: Calls):
         refs = [FileRef(str(f), "file") for f in files or []]
         credentials = Credentials(x_llm_base_url or "", x_llm_model or "", x_llm_api_key or "")
         root_url = _root_url(http)
+        caller = calls.host.caller(http)
         context = contextvars.copy_context()
 
         def work(cancelled: threading.Event):
             return calls.pipeline_call(
-                str(request or ""), refs, credentials, root_url=root_url, cancelled=cancelled, context=context
+                str(request or ""),
+                refs,
+                credentials,
+                root_url=root_url,
+                cancelled=cancelled,
+                context=context,
+                caller=caller,
             )
 
         finished = await _finish(work)
@@ -142,11 +149,18 @@ def task_tool(calls: Calls, task: str):
         values = dict(bound.arguments)
         http, model = values.pop("http", None), values.pop("model", None)
         root_url = _root_url(http)
+        caller = calls.host.caller(http)
         context = contextvars.copy_context()
 
         def work(cancelled: threading.Event):
             return calls.task_call(
-                task, values, model=model, root_url=root_url, cancelled=cancelled, context=context
+                task,
+                values,
+                model=model,
+                root_url=root_url,
+                cancelled=cancelled,
+                context=context,
+                caller=caller,
             )
 
         finished = await _finish(work)

@@ -135,6 +135,7 @@ class _API:
         credentials = Credentials.from_headers(request.headers)
         caller_key = request.headers.get("authorization", "").partition(" ")[2].strip()  # checked above
         url = root_url(request)
+        caller = self.calls.host.caller(request)
         context = contextvars.copy_context()
 
         def work(cancelled: threading.Event):
@@ -147,6 +148,7 @@ class _API:
                 history=conversation.history,
                 context=context,
                 caller_key=caller_key,
+                caller=caller,
             )
 
         items = drive(work, heartbeat=HEARTBEAT_SECONDS)
