@@ -1,7 +1,8 @@
 """HuggingGPT in the browser: `python app.py`, also the Hugging Face Space entry point.
 
-A thin adapter: webui.chat runs requests through the pipeline and webui.render turns its events
-into chat messages; this file lays out the page and wires the events. Honours GRADIO_SERVER_NAME
+A thin adapter: webui.host holds what every door shares and admits every caller, webui.chat runs
+requests through the pipeline and webui.render turns its events into chat messages; this file lays
+out the page and wires the events (ChatPage). Honours GRADIO_SERVER_NAME
 and GRADIO_SERVER_PORT (Gradio reads them in launch()) and every setting of hugginggpt.config,
 among them HUGGINGGPT_APP_MAX_UPLOAD_MB and HUGGINGGPT_APP_CONCURRENCY.
 

@@ -109,9 +109,6 @@ class ChatApp:
     def request_settings(self, choice: LLMChoice, *, resolve: bool = True) -> Settings:
         return self.host.request_settings(choice, resolve=resolve)
 
-    def status(self, choice: LLMChoice) -> str:
-        return self.host.status(choice)
-
     def welcome(self) -> list[dict[str, Any]]:
         return self.host.welcome()
 
