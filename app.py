@@ -1,40 +1,50 @@
 """HuggingGPT in the browser: `python app.py`, also the Hugging Face Space entry point.
 
-A thin adapter: webui.chat runs requests through the pipeline and webui.render turns its events
-into chat messages; this file lays out the page and wires the events. Honours GRADIO_SERVER_NAME
+A thin adapter: webui.host holds what every door shares and admits every caller, webui.chat runs
+requests through the pipeline and webui.render turns its events into chat messages; this file lays
+out the page and wires the events (ChatPage). Honours GRADIO_SERVER_NAME
 and GRADIO_SERVER_PORT (Gradio reads them in launch()) and every setting of hugginggpt.config,
 among them HUGGINGGPT_APP_MAX_UPLOAD_MB and HUGGINGGPT_APP_CONCURRENCY.
 
-The same port also serves MCP tools at /gradio_api/mcp/ (webui.mcp_tools; HUGGINGGPT_MCP_SERVER=0
-turns them off) and an OpenAI-compatible API under /v1 (webui.openai_api; on when
+The same port also serves MCP tools at /gradio_api/mcp/ (webui.doors.mcp_tools; HUGGINGGPT_MCP_SERVER=0
+turns them off) and an OpenAI-compatible API under /v1 (webui.doors.openai_api; on when
 HUGGINGGPT_API_KEYS is set). The concurrency limit covers those calls too.
 """
 
 # No `from __future__ import annotations`: Gradio finds the gr.Request parameters by their annotation.
+import webui.gpu  # noqa: F401  (first of all: it imports `spaces` before anything touches torch)
+
+# isort: split
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import gradio as gr
+from gradio import utils as gradio_utils
 from starlette.middleware import Middleware
 
-import webui.gpu  # noqa: F401  (first of the project: it imports `spaces` before anything touches torch)
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings, load_settings
 from hugginggpt.endpoints import Endpoint
 from hugginggpt.llm import LLM
 from hugginggpt.modes import INFERENCE_MODES
 from webui import review_panel, saved
+from webui.callers import trust_no_forwarding_in_uvicorn
 from webui.calls import Calls
 from webui.chat import ChatApp, LLMChoice
+from webui.doors.openai_api import routes as openai_routes
 from webui.files import Publisher
 from webui.headers import ContentSecurityPolicy
+from webui.host import Host
 from webui.metrics_route import route as metrics_route
-from webui.openai_api import routes as openai_routes
 from webui.proxy_warning import ProxyWarning
 from webui.settings_panel import field_problems, status_for
+from webui.upload_quota import UploadQuota
+from webui.visitors import Visitors
 
+QUIET: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
 ROOT = Path(__file__).resolve().parent
 ASSETS = ROOT / "assets"
 CSS = """
@@ -91,6 +101,10 @@ class Page:
     def choice_inputs(self) -> list[Any]:
         return [self.base_url, self.model, self.key, self.mode, self.top_k]
 
+    @property
+    def status_outputs(self) -> list[Any]:
+        return [self.status, *self.problems.values()]
+
 
 def build_demo(
     settings: Settings | None = None,
@@ -105,10 +119,8 @@ def build_demo(
 ):
     """The Gradio app. Tests inject a catalog, an endpoint (or local tiny models) and an LLM URL.
     `warm_up`: import the model runtime and load the local LLM now, in the background."""
-    import gradio as gr
-
     settings = settings or load_settings()
-    chat = ChatApp(
+    host = Host(
         settings,
         catalog=catalog,
         endpoint=endpoint,
@@ -117,164 +129,168 @@ def build_demo(
         public_llm_only=public_llm_only,
         concurrency=concurrency,
     )
-    calls = Calls(chat)  # stateless calls from MCP clients and the OpenAI-compatible API
+    chat = ChatApp(host)
+    calls = Calls(host)  # stateless calls from MCP clients and the OpenAI-compatible API
     if warm_up:
-        chat.backends.warm_up()
-    # delete_cache: Gradio's copies of uploads and outputs are removed after a day (checked hourly).
-    with gr.Blocks(title="HuggingGPT", delete_cache=(3600, 86400)) as demo:
-        page = _layout(gr, settings, chat)
-        _wire(gr, demo, page, chat, concurrency or settings.app_concurrency)
+        host.backends.warm_up()
+    # delete_cache: Gradio's copies of uploads and outputs are removed after app_upload_keep_hours
+    # (a conversation's own copies are deleted with it, and re-made while it is shown: webui.files).
+    keep = int(settings.app_upload_keep_hours * 3600)
+    with gr.Blocks(title="HuggingGPT", delete_cache=(min(3600, keep), keep)) as demo:
+        page = ChatPage(host, chat, concurrency or settings.app_concurrency)
+        page.build(demo)
         if settings.mcp_server:
-            from webui.mcp_tools import register as register_mcp_tools  # needs gradio, like this function
+            from webui.doors.mcp_tools import register as register_mcp_tools
 
             register_mcp_tools(calls)
-    demo.chat_app = chat  # for tests and embedding: the conversations behind the page
+    demo.host = host  # for tests and embedding: what every door shares
+    demo.chat_app = chat  # the conversations behind the page
     demo.calls = calls
     return demo
 
 
-def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
-    gr.Markdown(
-        "## HuggingGPT\nAsk for something that needs models: the controller LLM plans tasks, picks "
-        "Hugging Face models for them, runs them and answers. Attach images or audio with the clip."
-    )
-    if settings.uses_oauth:  # a signed-in visitor's token pays for their hosted calls and ZeroGPU quota
-        gr.LoginButton(elem_id="login")
-    status = gr.Markdown(elem_id="status")
-    with gr.Row(equal_height=True, elem_id="conversations"):
-        new = gr.Button("New conversation", size="sm", scale=0, min_width=150, elem_id="new-conversation")
-        earlier = gr.Dropdown(
-            choices=[],
-            value=None,
-            allow_custom_value=True,  # each browser has its own list; webui.saved checks the keys
-            show_label=False,
-            container=False,
-            scale=3,
-            min_width=180,
-            label="Conversations in this browser",
-            elem_id="earlier",
+class ChatPage:
+    """The page: its layout, and its handlers as named methods (what Gradio calls on each event).
+    Per visitor it keeps only which conversation each browser session has open."""
+
+    def __init__(self, host: Host, chat: ChatApp, concurrency: int):
+        self.host, self.chat, self.concurrency = host, chat, concurrency
+        self.visitors = Visitors(host)  # which conversation each browser session has open
+        self.publisher = Publisher(Path(gradio_utils.get_upload_folder()))
+
+    def build(self, demo: Any) -> None:
+        self.demo = demo
+        self.ui = self._layout()
+        self._wire_run()
+        self._wire_conversations()
+        self._wire_settings()
+        self._wire_load()
+
+    # ---- layout ----------------------------------------------------------------------------------
+
+    def _layout(self) -> Page:
+        settings = self.host.settings
+        gr.Markdown(
+            "## HuggingGPT\nAsk for something that needs models: the controller LLM plans tasks, picks "
+            "Hugging Face models for them, runs them and answers. Attach images or audio with the clip."
         )
-    chatbot = gr.Chatbot(
-        value=chat.welcome(),
-        label="Conversation",
-        elem_id="chat",
-        height="72vh",
-        autoscroll=True,
-        group_consecutive_messages=True,  # a request's work, media and answer read as one turn
-    )
-    with gr.Row(elem_id="request-row"):
-        # No file_types: Gradio would refuse other files with a pop-up before the handler runs;
-        # webui.uploads answers in the chat instead, for every kind of bad file alike.
-        box = gr.MultimodalTextbox(
-            file_count="multiple",
-            show_label=False,
-            scale=8,
-            placeholder="Type a request; attach images or audio.",
-            elem_id="request",
+        if settings.uses_oauth:  # a signed-in visitor's token pays for their hosted calls and ZeroGPU quota
+            gr.LoginButton(elem_id="login")
+        status = gr.Markdown(elem_id="status")
+        new, earlier = self._conversation_row()
+        welcome: Any = self.host.welcome()  # messages as dicts, which Gradio accepts
+        chatbot = gr.Chatbot(
+            value=welcome,
+            label="Conversation",
+            elem_id="chat",
+            height="72vh",
+            autoscroll=True,
+            group_consecutive_messages=True,  # a request's work, media and answer read as one turn
         )
-        stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, visible=False, elem_id="stop")
-    review = review_panel.layout(gr, settings.review)
-    gr.Examples(
-        examples=[[_example(text, name)] for text, name in EXAMPLES],
-        inputs=[box],
-        label="Examples (files in assets/)",
-    )
-    # Each request's trace is linked in its own turn; this list serves API clients.
-    traces = gr.File(label="Traces (JSON)", file_count="multiple", interactive=False, visible=False)
-    with gr.Accordion("Settings", open=False, elem_id="settings"):
-        gr.Markdown("These apply to this browser only; the API key is kept only if you tick the box.")
-        problems = {}
-        with gr.Row():
-            with gr.Column(min_width=220):
-                base_url = gr.Textbox(
-                    label="LLM base URL",
-                    value=settings.llm_base_url or "",
-                    placeholder="https://api.openai.com/v1 (OpenAI-compatible)",
-                )
-                problems["base_url"] = gr.Markdown(visible=False, elem_classes="field-problem")
-            with gr.Column(min_width=220):
-                model = gr.Textbox(
-                    label="LLM model",
-                    value=settings.llm_model or "",
-                    placeholder="gpt-4o-mini, Qwen/Qwen2.5-72B-Instruct, ...",
-                )
-                problems["model"] = gr.Markdown(visible=False, elem_classes="field-problem")
-            with gr.Column(min_width=220):
-                key = gr.Textbox(
-                    label="API key", type="password", value="", placeholder="empty: the server's key, if any"
-                )
-                keep_key = gr.Checkbox(label="Remember the API key in this browser", value=False)
-        with gr.Row():
-            mode = gr.Radio(
-                list(INFERENCE_MODES),
-                value=settings.inference,
-                label="Where models run",
-                info=" · ".join(f"{name}: {help}" for name, (_, help) in INFERENCE_MODES.items()),
+        with gr.Row(elem_id="request-row"):
+            # No file_types: Gradio would refuse other files with a pop-up before the handler runs;
+            # webui.uploads answers in the chat instead, for every kind of bad file alike.
+            box = gr.MultimodalTextbox(
+                file_count="multiple",
+                show_label=False,
+                scale=8,
+                placeholder="Type a request; attach images or audio.",
+                elem_id="request",
             )
-            top_k = gr.Slider(1, 10, step=1, value=settings.top_k, label="Candidate models per task (top-K)")
-    store = gr.BrowserState(saved.empty(), storage_key="hugginggpt")
-    conv_key = gr.State("")
-    return Page(
-        status, chatbot, box, stop, traces, base_url, model, key, mode, top_k, keep_key, problems,
-        new, earlier, store, conv_key, review,
-    )  # fmt: skip
+            stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, visible=False, elem_id="stop")
+        review = review_panel.layout(gr, settings.review)
+        gr.Examples(
+            examples=[[_example(text, name)] for text, name in EXAMPLES],
+            inputs=[box],
+            label="Examples (files in assets/)",
+        )
+        # Each request's trace is linked in its own turn; this list serves API clients.
+        traces = gr.File(label="Traces (JSON)", file_count="multiple", interactive=False, visible=False)
+        base_url, model, key, mode, top_k, keep_key, problems = self._settings_panel()
+        store = gr.BrowserState(saved.empty(), storage_key="hugginggpt")
+        conv_key = gr.State("")
+        return Page(
+            status, chatbot, box, stop, traces, base_url, model, key, mode, top_k, keep_key, problems,
+            new, earlier, store, conv_key, review,
+        )  # fmt: skip
 
+    def _conversation_row(self) -> tuple[Any, Any]:
+        with gr.Row(equal_height=True, elem_id="conversations"):
+            new = gr.Button("New conversation", size="sm", scale=0, min_width=150, elem_id="new-conversation")
+            earlier = gr.Dropdown(
+                choices=[],
+                value=None,
+                allow_custom_value=True,  # each browser has its own list; webui.saved checks the keys
+                show_label=False,
+                container=False,
+                scale=3,
+                min_width=180,
+                label="Conversations in this browser",
+                elem_id="earlier",
+            )
+        return new, earlier
 
-def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> None:
-    from gradio import utils
+    def _settings_panel(self) -> tuple[Any, Any, Any, Any, Any, Any, dict[str, Any]]:
+        """base_url, model, key, mode, top_k, keep_key and the problems under the typed fields."""
+        settings = self.host.settings
+        with gr.Accordion("Settings", open=False, elem_id="settings"):
+            gr.Markdown("These apply to this browser only; the API key is kept only if you tick the box.")
+            problems = {}
+            with gr.Row():
+                with gr.Column(min_width=220):
+                    base_url = gr.Textbox(
+                        label="LLM base URL",
+                        value=settings.llm_base_url or "",
+                        placeholder="https://api.openai.com/v1 (OpenAI-compatible)",
+                    )
+                    problems["base_url"] = gr.Markdown(visible=False, elem_classes="field-problem")
+                with gr.Column(min_width=220):
+                    model = gr.Textbox(
+                        label="LLM model",
+                        value=settings.llm_model or "",
+                        placeholder="gpt-4o-mini, Qwen/Qwen2.5-72B-Instruct, ...",
+                    )
+                    problems["model"] = gr.Markdown(visible=False, elem_classes="field-problem")
+                with gr.Column(min_width=220):
+                    key = gr.Textbox(
+                        label="API key",
+                        type="password",
+                        value="",
+                        placeholder="empty: the server's key, if any",
+                    )
+                    keep_key = gr.Checkbox(label="Remember the API key in this browser", value=False)
+            with gr.Row():
+                mode = gr.Radio(
+                    list(INFERENCE_MODES),
+                    value=settings.inference,
+                    label="Where models run",
+                    info=" · ".join(f"{name}: {help}" for name, (_, help) in INFERENCE_MODES.items()),
+                )
+                top_k = gr.Slider(
+                    1, 10, step=1, value=settings.top_k, label="Candidate models per task (top-K)"
+                )
+        return base_url, model, key, mode, top_k, keep_key, problems
 
-    publisher = Publisher(Path(utils.get_upload_folder()))
-    browsers: dict[str, str] = {}  # session hash -> conversation key, for pages with a browser store
+    # ---- who and which conversation --------------------------------------------------------------
 
-    def choice(base_url: str, model: str, key: str, mode: str, top_k: float) -> LLMChoice:
-        return LLMChoice(base_url or "", model or "", key or "", mode or "", top_k)
-
-    def conversation_key(conv_key: str, request: Any) -> str:
+    def conversation_key(self, conv_key: str, request: Any) -> str:
         """The browser's conversation key; API clients (no browser store) are keyed by session."""
-        if saved.valid_key(conv_key):
-            browsers[_session(request)] = conv_key
-            return conv_key
-        return _session(request)
+        return self.visitors.key(conv_key, _session(request))
 
-    def respond(
-        message: dict[str, Any], conv_key, base_url, model, key, mode, top_k, review, request: gr.Request
-    ):
-        yield from answer(message, conv_key, choice(base_url, model, key, mode, top_k), review, request, None)
-
-    def respond_signed_in(
-        message: dict[str, Any], conv_key, base_url, model, key, mode, top_k, review, request: gr.Request,
-        token: gr.OAuthToken | None,
-    ):  # fmt: skip
-        the_choice = choice(base_url, model, key, mode, top_k)
-        yield from answer(message, conv_key, the_choice, review, request, token.token if token else None)
-
-    def answer(message: dict[str, Any], conv_key, the_choice: LLMChoice, review, request: Any, hf_token):
-        session = conversation_key(conv_key, request)
-        client = getattr(getattr(request, "client", None), "host", "") or ""
-        for messages, trace_files, running in chat.respond(
-            session, message, the_choice, client=client, hf_token=hf_token, review=bool(review)
-        ):
-            conv = chat.conversations.find(session)
-            if conv is None:  # refused a conversation (the table is full): the message says why
-                yield messages, [], gr.MultimodalTextbox(value=None, interactive=True)
-                return
-            if conv.ended:  # the conversation ended meanwhile: nothing more is served for it
-                return
-            yield (
-                *published(session, messages, trace_files),
-                gr.MultimodalTextbox(value=None, interactive=not running),
-            )
-
-    def published(key: str, messages: list[dict[str, Any]], trace_files: list[str]):
+    def published(self, key: str, messages: list[dict[str, Any]], trace_files: list[str]):
         """The chat and the traces as the page gets them: the conversation's served copies."""
-        conv = chat.conversation(key)
-        return publisher.messages(conv, messages), [publisher.file(conv, t) for t in trace_files]
+        conv = self.host.find(key)
+        if conv is None:  # none yet (its first message makes it): no file of its own to serve
+            return messages, []
+        return self.publisher.messages(conv, messages), [self.publisher.file(conv, t) for t in trace_files]
 
-    def shown(key: str) -> tuple[list[dict[str, Any]], list[str]]:
-        conv = chat.conversation(key)
-        return published(key, conv.display, conv.traces)
+    def shown(self, key: str) -> tuple[list[dict[str, Any]], list[str]]:
+        conv = self.host.find(key)
+        if conv is None:  # a page load or a new conversation makes nothing until its first message
+            return self.host.welcome(), []
+        return self.published(key, conv.display, conv.traces)
 
-    def listing(store: Any) -> Any:
+    def listing(self, store: Any) -> Any:
         """This browser's conversations, the open one selected (none yet: a prompt to pick one)."""
         listed = saved.choices(store)
         current = saved.normal(store)["current"]
@@ -282,174 +298,212 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
             return gr.Dropdown(choices=listed, value=current)
         return gr.Dropdown(choices=[("New conversation (pick an earlier one here)", ""), *listed], value="")
 
-    def after_run(conv_key: str, store: Any, request: gr.Request):
-        key = conversation_key(conv_key, request)
-        conv = chat.conversations.find(key)
+    # ---- a request ---------------------------------------------------------------------------------
+
+    def respond(
+        self,
+        message: dict[str, Any],
+        conv_key,
+        base_url,
+        model,
+        key,
+        mode,
+        top_k,
+        review,
+        request: gr.Request,
+    ):
+        the_choice = _choice(base_url, model, key, mode, top_k)
+        yield from self.answer(message, conv_key, the_choice, review, request, None)
+
+    def respond_signed_in(
+        self, message: dict[str, Any], conv_key, base_url, model, key, mode, top_k, review,
+        request: gr.Request, token: gr.OAuthToken | None,
+    ):  # fmt: skip
+        the_choice = _choice(base_url, model, key, mode, top_k)
+        yield from self.answer(message, conv_key, the_choice, review, request, token.token if token else None)
+
+    def answer(
+        self, message: dict[str, Any], conv_key, the_choice: LLMChoice, review, request: Any, hf_token
+    ):
+        session = self.conversation_key(conv_key, request)
+        updates = self.chat.respond(
+            session,
+            message,
+            the_choice,
+            client=self.host.caller(request),
+            hf_token=hf_token,
+            review=bool(review),
+        )
+        for messages, trace_files, running in updates:
+            conv = self.host.find(session)
+            if conv is None:  # refused a conversation (the table is full): the message says why
+                yield messages, [], gr.MultimodalTextbox(value=None, interactive=True)
+                return
+            if conv.ended:  # the conversation ended meanwhile: nothing more is served for it
+                return
+            yield (
+                *self.published(session, messages, trace_files),
+                gr.MultimodalTextbox(value=None, interactive=not running),
+            )
+
+    def after_run(self, conv_key: str, store: Any, request: gr.Request):
+        key = self.conversation_key(conv_key, request)
+        conv = self.host.find(key)
         if saved.valid_key(key) and conv is not None and conv.history:
             # A neutral title: the browser keeps no conversation content, only keys and times.
             store = saved.remember(store, key, time.strftime("Conversation of %b %d, %H:%M"))
-        return gr.MultimodalTextbox(interactive=True), gr.Button(visible=False), store, listing(store)
+        return gr.MultimodalTextbox(interactive=True), gr.Button(visible=False), store, self.listing(store)
 
-    def on_stop(conv_key: str, request: gr.Request) -> None:
-        chat.stop(conversation_key(conv_key, request))
+    def on_stop(self, conv_key: str, request: gr.Request) -> None:
+        self.chat.stop(self.conversation_key(conv_key, request))
 
-    def on_new(conv_key: str, store: Any, request: gr.Request):
+    # ---- conversations -----------------------------------------------------------------------------
+
+    def on_new(self, conv_key: str, store: Any, request: gr.Request):
         key = saved.new_key()
-        browsers[_session(request)] = key
+        self.visitors.opened(_session(request), key)
         store = saved.open_key(store, key)
-        return key, *shown(key), store, listing(store), gr.Button(visible=False)
+        return key, *self.shown(key), store, self.listing(store), gr.Button(visible=False)
 
-    def on_pick(picked: str, conv_key: str, store: Any, request: gr.Request):
+    def on_pick(self, picked: str, conv_key: str, store: Any, request: gr.Request):
         if not picked or picked == conv_key or picked not in dict(saved.choices(store)).values():
             return conv_key, gr.skip(), gr.skip(), store, gr.skip(), gr.skip()
-        if chat.conversations.find(picked) is None:  # deleted on the server since
+        if self.host.find(picked) is None:  # deleted on the server since
             store = saved.forget(store, picked)
             gr.Info("That conversation is no longer on the server (idle too long, or the app restarted).")
-            return conv_key, gr.skip(), gr.skip(), store, listing(store), gr.skip()
-        browsers[_session(request)] = picked
+            return conv_key, gr.skip(), gr.skip(), store, self.listing(store), gr.skip()
+        self.visitors.opened(_session(request), picked)
         store = saved.remember(store, picked, "")
-        return picked, *shown(picked), store, listing(store), gr.Button(visible=False)
+        return picked, *self.shown(picked), store, self.listing(store), gr.Button(visible=False)
 
-    def on_clear(conv_key: str, request: gr.Request):
+    def on_clear(self, conv_key: str, request: gr.Request):
         """The trash icon: this conversation and its files are deleted; a new one opens."""
-        old = conversation_key(conv_key, request)
-        chat.reset(old)
+        old = self.conversation_key(conv_key, request)
+        self.chat.reset(old)
         key = saved.new_key() if saved.valid_key(old) else old
         if key != old:
-            browsers[_session(request)] = key
-        return key, chat.welcome(), None
+            self.visitors.opened(_session(request), key)
+        return key, self.host.welcome(), None
 
-    def tidy(conv_key: str, store: Any):
+    def tidy(self, conv_key: str, store: Any):
         """The browser's list without conversations the server no longer has, the open one current."""
         store = saved.normal(store)
         for _, key in saved.choices(store):
-            if chat.conversations.find(key) is None:
+            if self.host.find(key) is None:
                 store = saved.forget(store, key)
         store = saved.open_key(store, conv_key) if saved.valid_key(conv_key) else store
-        return store, listing(store)
+        return store, self.listing(store)
 
-    def on_unload(request: gr.Request) -> None:
-        key = browsers.pop(_session(request), None)
+    def on_unload(self, request: gr.Request) -> None:
+        key = self.visitors.left(_session(request))
         if key is None:  # an API client or a page without a store: its conversation ends with it
-            chat.drop(_session(request))
+            self.chat.drop(_session(request))
         else:  # a reload within the grace comes back to it; else it ends with its files
-            chat.stop(key)
-            chat.conversations.leave(key)
+            self.chat.stop(key)
+            self.host.conversations.leave(key)
 
-    def restore(store: Any, request: gr.Request):
-        """A page (re)load: this browser's open conversation and settings, if the server has them."""
-        store = saved.normal(store)
-        key = store["current"]
-        if not key or chat.conversations.find(key) is None:
-            store = saved.forget(store, key) if key else store
-            key = saved.new_key()
-            store = saved.open_key(store, key)
-        browsers[_session(request)] = key
+    def restore(self, store: Any, request: gr.Request):
+        """A page (re)load: this browser's open conversation and settings, if the server has them.
+        It makes no conversation: the first message does."""
+        key, store = self.visitors.restored(store, _session(request))
         s = store["settings"]
-        base = chat.settings
+        base = self.host.settings
         return (
-            key, *shown(key), store, listing(store),
+            key, *self.shown(key), store, self.listing(store),
             s.get("base_url", base.llm_base_url or ""), s.get("model", base.llm_model or ""),
             s.get("api_key", ""), s.get("mode") if s.get("mode") in INFERENCE_MODES else base.inference,
             min(10, max(1, int(s.get("top_k") or base.top_k))),
             bool(s.get("api_key")), bool(s.get("review", base.review)),
         )  # fmt: skip
 
-    def show_status(base_url, model, key, mode, top_k):
-        c = choice(base_url, model, key, mode, top_k)
-        problems = field_problems(chat, c)
-        fields = [
-            gr.Markdown(value=problems.get(name, ""), visible=name in problems) for name in page.problems
-        ]
-        return status_for(chat, c, problems), *fields
+    # ---- settings ----------------------------------------------------------------------------------
 
-    def save_settings(store, base_url, model, key, mode, top_k, keep_key, review):
+    def show_status(self, base_url, model, key, mode, top_k):
+        c = _choice(base_url, model, key, mode, top_k)
+        problems = field_problems(self.host, c)
+        fields = [
+            gr.Markdown(value=problems.get(name, ""), visible=name in problems) for name in self.ui.problems
+        ]
+        return status_for(self.host, c, problems), *fields
+
+    def save_settings(self, store, base_url, model, key, mode, top_k, keep_key, review):
         values = {"base_url": base_url or "", "model": model or "", "mode": mode or "", "top_k": top_k}
         values["review"] = bool(review)
         return saved.with_settings(store, values, keep_key=bool(keep_key), api_key=key or "")
 
-    inputs = page.choice_inputs
-    status_outputs = [page.status, *page.problems.values()]
-    quiet = {"api_visibility": "private", "show_progress": "hidden"}
-    # Stop shows first, then the request runs (two listeners on one trigger would run in turn).
-    show_stop = (lambda: gr.Button(visible=True), None, page.stop)
-    started = page.box.submit(*show_stop, queue=False, **quiet)
-    finish = (after_run, [page.conv_key, page.store], [page.box, page.stop, page.store, page.earlier])
-    plan_controls = review_panel.Wiring(
-        gr, page.review, chat, session_of=conversation_key, conv_key=page.conv_key,
-        choice_inputs=inputs, choice=choice, show=published,
-        run_outputs=[page.chatbot, page.traces, page.box], before_run=show_stop, after_run=finish,
-    )  # fmt: skip
-    plan_controls.wire()
-    refresh = (plan_controls.refresh, [page.conv_key], plan_controls.state_outputs)
-    run = started.then(
-        # Gradio asks for sign-in routes only when a handler takes a token: off a Space they need a login.
-        respond_signed_in if chat.settings.uses_oauth else respond,
-        [page.box, page.conv_key, *inputs, page.review.toggle],
-        [page.chatbot, page.traces, page.box],
-        api_name="chat",
-        api_visibility="undocumented",  # callable by gradio_client, but not an MCP tool
-        concurrency_limit=concurrency,
-        show_progress="hidden",
-    )
-    run.then(*finish, **quiet).then(*refresh, **quiet)
-    page.stop.click(
-        on_stop, [page.conv_key], None, queue=False, api_name="stop", api_visibility="undocumented"
-    )
-    switched = [page.conv_key, page.chatbot, page.traces, page.store, page.earlier, page.stop]
-    page.new.click(on_new, [page.conv_key, page.store], switched, cancels=[run], **quiet).then(
-        *refresh, **quiet
-    )
-    page.earlier.input(
-        on_pick, [page.earlier, page.conv_key, page.store], switched, cancels=[run], **quiet
-    ).then(*refresh, **quiet)
-    page.chatbot.clear(
-        on_clear,
-        [page.conv_key],
-        [page.conv_key, page.chatbot, page.traces],
-        api_name="new_conversation",
-        api_visibility="undocumented",
-    ).then(tidy, [page.conv_key, page.store], [page.store, page.earlier], **quiet).then(*refresh, **quiet)
-    for field in (page.base_url, page.model, page.key):  # typed fields: on leaving them, not on every key
-        gr.on([field.blur, field.submit], show_status, inputs, status_outputs, **quiet)
-    for field in (page.mode, page.top_k):
-        field.change(show_status, inputs, status_outputs, **quiet)
-    remembered = [page.store, *inputs, page.keep_key, page.review.toggle]
-    for field in (
-        page.base_url,
-        page.model,
-        page.key,
-        page.mode,
-        page.top_k,
-        page.keep_key,
-        page.review.toggle,
-    ):
-        field.change(save_settings, remembered, page.store, queue=False, **quiet)
-    demo.load(
-        restore,
-        [page.store],
-        [
-            page.conv_key,
-            page.chatbot,
-            page.traces,
-            page.store,
-            page.earlier,
-            *inputs,
-            page.keep_key,
-            page.review.toggle,
-        ],  # fmt: skip
-        **quiet,
-    ).then(show_status, inputs, status_outputs, **quiet).then(*refresh, **quiet)
-    demo.unload(on_unload)
-    # While the runtime warms up, the status line follows it; the timer stops once it is ready.
-    warming = gr.Timer(2.0, active=chat.backends.warm_state not in ("", "ready"))
-
-    def follow_warm_up(base_url, model, key, mode, top_k):
-        state = chat.backends.warm_state
+    def follow_warm_up(self, base_url, model, key, mode, top_k):
+        """While the runtime warms up, the status line follows it; the timer stops once it is ready."""
+        state = self.host.backends.warm_state
         done = state in ("", "ready") or "not available" in state
-        return *show_status(base_url, model, key, mode, top_k), gr.Timer(active=not done)
+        return *self.show_status(base_url, model, key, mode, top_k), gr.Timer(active=not done)
 
-    warming.tick(follow_warm_up, inputs, [*status_outputs, warming], **quiet)
+    # ---- wiring ------------------------------------------------------------------------------------
+
+    def _wire_run(self) -> None:
+        ui = self.ui
+        # Stop shows first, then the request runs (two listeners on one trigger would run in turn).
+        show_stop = (lambda: gr.Button(visible=True), None, ui.stop)
+        started = ui.box.submit(*show_stop, queue=False, **QUIET)
+        finish = (self.after_run, [ui.conv_key, ui.store], [ui.box, ui.stop, ui.store, ui.earlier])
+        self.plan_controls = review_panel.Wiring(
+            gr, ui.review, self.chat, session_of=self.conversation_key, conv_key=ui.conv_key,
+            choice_inputs=ui.choice_inputs, choice=_choice, show=self.published,
+            run_outputs=[ui.chatbot, ui.traces, ui.box], before_run=show_stop, after_run=finish,
+        )  # fmt: skip
+        self.plan_controls.wire()
+        self.refresh = (self.plan_controls.refresh, [ui.conv_key], self.plan_controls.state_outputs)
+        self.run = started.then(
+            # Gradio asks for sign-in routes only when a handler takes a token: off a Space they need a login.
+            self.respond_signed_in if self.host.settings.uses_oauth else self.respond,
+            [ui.box, ui.conv_key, *ui.choice_inputs, ui.review.toggle],
+            [ui.chatbot, ui.traces, ui.box],
+            api_name="chat",
+            api_visibility="undocumented",  # callable by gradio_client, but not an MCP tool
+            concurrency_limit=self.concurrency,
+            show_progress="hidden",
+        )
+        self.run.then(*finish, **QUIET).then(*self.refresh, **QUIET)
+        ui.stop.click(
+            self.on_stop, [ui.conv_key], None, queue=False, api_name="stop", api_visibility="undocumented"
+        )
+
+    def _wire_conversations(self) -> None:
+        ui, refresh = self.ui, self.refresh
+        switched = [ui.conv_key, ui.chatbot, ui.traces, ui.store, ui.earlier, ui.stop]
+        ui.new.click(self.on_new, [ui.conv_key, ui.store], switched, cancels=[self.run], **QUIET).then(
+            *refresh, **QUIET
+        )
+        ui.earlier.input(
+            self.on_pick, [ui.earlier, ui.conv_key, ui.store], switched, cancels=[self.run], **QUIET
+        ).then(*refresh, **QUIET)
+        ui.chatbot.clear(
+            self.on_clear,
+            [ui.conv_key],
+            [ui.conv_key, ui.chatbot, ui.traces],
+            api_name="new_conversation",
+            api_visibility="undocumented",
+        ).then(self.tidy, [ui.conv_key, ui.store], [ui.store, ui.earlier], **QUIET).then(*refresh, **QUIET)
+        self.demo.unload(self.on_unload)
+
+    def _wire_settings(self) -> None:
+        ui = self.ui
+        inputs, status_outputs = ui.choice_inputs, ui.status_outputs
+        for field in (ui.base_url, ui.model, ui.key):  # typed fields: on leaving them, not on every key
+            gr.on([field.blur, field.submit], self.show_status, inputs, status_outputs, **QUIET)
+        for field in (ui.mode, ui.top_k):
+            field.change(self.show_status, inputs, status_outputs, **QUIET)
+        remembered = [ui.store, *inputs, ui.keep_key, ui.review.toggle]
+        for field in (*inputs, ui.keep_key, ui.review.toggle):
+            field.change(self.save_settings, remembered, ui.store, queue=False, **QUIET)
+        warming = gr.Timer(2.0, active=self.host.backends.warm_state not in ("", "ready"))
+        warming.tick(self.follow_warm_up, inputs, [*status_outputs, warming], **QUIET)
+
+    def _wire_load(self) -> None:
+        ui = self.ui
+        loaded = [ui.conv_key, ui.chatbot, ui.traces, ui.store, ui.earlier, *ui.choice_inputs]
+        self.demo.load(self.restore, [ui.store], [*loaded, ui.keep_key, ui.review.toggle], **QUIET).then(
+            self.show_status, ui.choice_inputs, ui.status_outputs, **QUIET
+        ).then(*self.refresh, **QUIET)
 
 
 def launch_options(max_upload_bytes: int = 20_000_000, *, demo: Any = None) -> dict[str, Any]:
@@ -470,18 +524,31 @@ def launch_options(max_upload_bytes: int = 20_000_000, *, demo: Any = None) -> d
         # Images and media only from the app: the chat shows markdown the LLM wrote (webui.headers).
         "app_kwargs": {"middleware": [Middleware(ContentSecurityPolicy)]},
     }
+    trust_no_forwarding_in_uvicorn()  # who is calling is the app's decision (webui.callers)
     if demo is not None:
-        options["mcp_server"] = demo.chat_app.settings.mcp_server
-        if not demo.chat_app.settings.is_public:  # a proxy in front would make strangers trusted
+        settings = demo.host.settings
+        options["mcp_server"] = settings.mcp_server
+        quota = Middleware(
+            UploadQuota,
+            callers=demo.host.callers,
+            max_bytes=int(settings.app_upload_quota_mb * 1_000_000),
+            window_seconds=settings.app_upload_keep_hours * 3600,
+        )
+        options["app_kwargs"]["middleware"].append(quota)
+        if not settings.is_public:  # a proxy in front would make strangers trusted
             options["app_kwargs"]["middleware"].append(Middleware(ProxyWarning))
         options["app_kwargs"]["routes"] = [openai_routes(demo.calls)]
-        if demo.chat_app.settings.metrics:  # Prometheus, HUGGINGGPT_METRICS=1
-            options["app_kwargs"]["routes"].append(metrics_route(demo.chat_app.settings.metrics_key))
+        if settings.metrics:  # Prometheus, HUGGINGGPT_METRICS=1
+            options["app_kwargs"]["routes"].append(metrics_route(settings.metrics_key))
     return options
 
 
 def _example(text: str, name: str | None) -> dict[str, Any]:
     return {"text": text, "files": [str(ASSETS / name)] if name else []}
+
+
+def _choice(base_url: str, model: str, key: str, mode: str, top_k: float) -> LLMChoice:
+    return LLMChoice(base_url or "", model or "", key or "", mode or "", top_k)
 
 
 def _session(request: Any) -> str:
@@ -493,7 +560,7 @@ def main() -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP call is noise
     settings = load_settings()
     demo = build_demo(settings, warm_up=True)
-    limit = demo.chat_app.max_upload_bytes
+    limit = demo.host.max_upload_bytes
     demo.queue(max_size=64).launch(**launch_options(limit, demo=demo))
 
 

@@ -10,7 +10,9 @@ Bounded in bytes, least recently used out. Each entry is a folder staged aside a
 place, so no reader sees half an entry; every change happens under a lock that holds across threads
 and processes (a file lock), so concurrent requests never take the cache over its budget.
 Scope "conversation" ties every entry to one conversation's folder, so on a public app a hit never
-hands one visitor another's work; "process" shares entries among all conversations.
+hands one visitor another's work; "process" shares entries among all conversations. A scope's
+entries are listed under scopes/<hash of the scope>/, so they are deleted with their conversation
+(`forget_scope`). Folders are made 0700 and files 0600: only the app's own user reads them.
 """
 
 from __future__ import annotations
@@ -133,13 +135,13 @@ class ResultCache:
         metrics.cache_lookup(hit=True)
         return outputs
 
-    def put(self, key: str, outputs: list[Artifact]) -> bool:
+    def put(self, key: str, outputs: list[Artifact], *, scope: str | None = None) -> bool:
         """Store outputs under `key`, dropping least recently used entries to make room.
-        False when they alone are larger than the budget."""
+        False when they alone are larger than the budget. `scope`: listed under it (forget_scope)."""
         if self.max_bytes <= 0:
             return False
         staging = self.root / "staging" / uuid.uuid4().hex
-        staging.mkdir(parents=True)
+        _private_dirs(staging)
         try:
             items = []
             for i, artifact in enumerate(outputs):
@@ -148,8 +150,11 @@ class ResultCache:
                     continue
                 name = f"{i}{Path(artifact.path).suffix.lower()}"
                 shutil.copyfile(artifact.path, staging / name)
+                os.chmod(staging / name, 0o600)
                 items.append({"kind": str(artifact.kind), "file": name, "name": Path(artifact.path).name})
-            (staging / _META).write_text(json.dumps({"format": FORMAT, "outputs": items}), encoding="utf-8")
+            meta = {"format": FORMAT, "outputs": items, "scope": _scope_name(scope)}
+            (staging / _META).write_text(json.dumps(meta), encoding="utf-8")
+            os.chmod(staging / _META, 0o600)
             size = _entry_size(staging)
             if size > self.max_bytes:
                 return False
@@ -158,12 +163,29 @@ class ResultCache:
                 if target.exists():  # another request stored the same result meanwhile
                     return True
                 self._evict(self.max_bytes - size)
-                target.parent.mkdir(parents=True, exist_ok=True)
+                _private_dirs(target.parent)
                 _touch(staging / _META)
                 os.rename(staging, target)
+                if scope is not None:
+                    listed = self.root / "scopes" / _scope_name(scope)
+                    _private_dirs(listed)
+                    (listed / key).touch(mode=0o600)
             return True
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+    def forget_scope(self, scope: str) -> int:
+        """Delete every entry stored under `scope` (a conversation that ended); how many went."""
+        listed = self.root / "scopes" / _scope_name(scope)
+        with self._locked():
+            try:
+                keys = [item.name for item in os.scandir(listed)]
+            except FileNotFoundError:
+                return 0
+            for key in keys:
+                shutil.rmtree(self.root / "entries" / key, ignore_errors=True)
+            shutil.rmtree(listed, ignore_errors=True)
+        return len(keys)
 
     def size(self) -> int:
         """Bytes the entries take."""
@@ -176,7 +198,7 @@ class ResultCache:
 
     def clear(self) -> None:
         with self._locked():
-            for sub in ("entries", "staging", "folders"):
+            for sub in ("entries", "staging", "folders", "scopes"):
                 shutil.rmtree(self.root / sub, ignore_errors=True)
 
     def _entries(self) -> list[tuple[int, int, Path]]:
@@ -201,8 +223,18 @@ class ResultCache:
         for _, size, folder in entries:
             if total <= room:
                 break
-            shutil.rmtree(folder, ignore_errors=True)
+            self._drop(folder)
             total -= size
+
+    def _drop(self, folder: Path) -> None:
+        """Delete an entry and its line in its scope's list. Caller holds the lock."""
+        try:
+            scope = json.loads((folder / _META).read_text(encoding="utf-8")).get("scope")
+        except (OSError, ValueError, AttributeError):
+            scope = None
+        if isinstance(scope, str) and scope:
+            (self.root / "scopes" / scope / folder.name).unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -210,7 +242,7 @@ class ResultCache:
         with _thread_locks_guard:
             lock = _thread_locks.setdefault(self.root, threading.Lock())
         with lock:
-            self.root.mkdir(parents=True, exist_ok=True)
+            _private_dirs(self.root)
             with open(self.root / ".lock", "a+b") as f:
                 if fcntl is not None:
                     fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes
@@ -256,7 +288,7 @@ class CachingEndpoint(Endpoint):
         outputs = self.inner.run(task, model, inputs, out_dir, stop=stop)
         if key is not None:
             try:
-                self.cache.put(key, outputs)
+                self.cache.put(key, outputs, scope=None if self.scope == "process" else self.scope)
             except OSError as e:  # a full disk must not fail the task
                 log.warning("result of %s on %s not cached: %s", task, model.id, e)
         return outputs
@@ -278,6 +310,17 @@ def cache_root(cache_dir: str, workdir: str) -> Path:
     return Path(cache_dir) if cache_dir else Path(workdir) / ".cache"
 
 
+def _scope_name(scope: str | None) -> str:
+    """A scope as a folder name: its hash (a conversation's scope is its workspace path)."""
+    return value_sha256(scope)[:32] if scope else ""
+
+
+def _private_dirs(path: Path) -> None:
+    """Make `path` (and missing parents) readable by the app's user only."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)
+
+
 def _normal(value: Any) -> Any:
     return {"file": file_sha256(value)} if isinstance(value, Path) else value
 
@@ -290,7 +333,7 @@ def _restore(meta: dict[str, Any], entry: Path, out_dir: Path) -> list[Artifact]
         if "file" not in item:
             outputs.append(Artifact(item["kind"], value=item["value"]))
             continue
-        out_dir.mkdir(parents=True, exist_ok=True)
+        _private_dirs(out_dir)
         target = _unused(out_dir / Path(item["name"]).name)
         shutil.copyfile(entry / item["file"], target)
         outputs.append(Artifact(item["kind"], path=target))
@@ -317,7 +360,7 @@ def _entry_size(folder: Path) -> int:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _private_dirs(path.parent)
     partial = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.part")
     partial.write_text(text, encoding="utf-8")
     partial.replace(path)

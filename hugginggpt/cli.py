@@ -12,58 +12,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import usage
-from .artifacts import Artifact
-from .config import INFERENCE_MODES, Settings, load_settings
-from .events import (
-    AnswerDelta,
-    Done,
-    Event,
-    ModelSelected,
-    PlanReady,
-    PlanRejected,
-    StageStarted,
-    TaskDropped,
-    TaskFailed,
-    TaskFinished,
-    TaskPlanned,
-    TaskSkipped,
-    TaskStarted,
-)
+from .config import INFERENCE_MODES
+from .events import Done
 from .planfile import PlanFileError, read_plan_file, to_json
 from .review import plan_lines
 from .review import review as ask
-
-
-def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
-    """The controller-LLM flags, shared by every command that talks to the LLM."""
-    group = parser.add_argument_group("controller LLM")
-    group.add_argument(
-        "--llm-base-url", metavar="URL", help="an OpenAI-compatible server, e.g. http://localhost:8000/v1"
-    )
-    group.add_argument("--llm-model", metavar="NAME", help="the model name the server knows")
-    group.add_argument(
-        "--llm-api-key", metavar="KEY", help="API key (default: HUGGINGGPT_LLM_API_KEY or OPENAI_API_KEY)"
-    )
-    group.add_argument("--config", metavar="FILE", help="a YAML settings file (default: HUGGINGGPT_CONFIG)")
-
-
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    settings = load_settings(getattr(args, "config", None))
-    return settings.with_overrides(
-        llm_base_url=args.llm_base_url,
-        llm_model=args.llm_model,
-        llm_api_key=args.llm_api_key,
-        inference=getattr(args, "inference", None),
-        top_k=getattr(args, "top_k", None),
-        catalog_paths=tuple(settings.catalog_paths) + tuple(getattr(args, "catalog", None) or ()) or None,
-        allow_urls=True if getattr(args, "allow_urls", False) else None,
-    )
+from .run_json import run_json
+from .terminal import add_llm_arguments, follow, settings_from_args
 
 
 def parser() -> argparse.ArgumentParser:
@@ -212,24 +171,6 @@ def main(
     return finish(done, args.json, stdout=stdout, stderr=stderr)
 
 
-def follow(events: Iterable[Event], root: Path, *, stdout: TextIO, stderr: TextIO, stream: bool) -> Done:
-    """Show a run's events as they come (stages on stderr, the answer streamed to stdout); its Done."""
-    done: Done | None = None
-    for event in events:
-        if isinstance(event, AnswerDelta) and stream:
-            stdout.write(event.text)
-            stdout.flush()
-        line = describe(event, root)
-        if line:
-            print(line, file=stderr, flush=True)
-        if isinstance(event, Done):
-            done = event
-    assert done is not None
-    if stream and done.answer:
-        stdout.write("\n")
-    return done
-
-
 def finish(done: Done, as_json: bool, *, stdout: TextIO, stderr: TextIO) -> int:
     if as_json:
         json.dump(result_json(done), stdout, ensure_ascii=False)
@@ -242,75 +183,5 @@ def finish(done: Done, as_json: bool, *, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def result_json(done: Done) -> dict[str, Any]:
-    """The --json contract: {answer, error, llm_calls, tasks, trace_file}, plus outcome, error_kind
-    and usage (usage.summarize)."""
-    return {
-        "answer": done.answer,
-        "error": done.error,
-        "outcome": str(done.outcome),
-        "error_kind": done.error_kind and str(done.error_kind),
-        "answer_incomplete": done.incomplete,
-        "llm_calls": done.llm_calls,
-        "tasks": [
-            {
-                "id": r.id,
-                "task": r.task,
-                "model": r.model,
-                "status": str(r.status),
-                "error": r.error,
-                "cached": r.cached,
-                "seed": r.seed,
-                "outputs": [_output_json(a) for a in r.outputs],
-            }
-            for r in done.records
-        ],
-        "trace_file": str(done.trace_file) if done.trace_file else None,
-        "usage": done.trace.get("usage"),  # tokens by stage, and their cost at the operator's prices
-    }
-
-
-def _output_json(artifact: Artifact) -> dict[str, Any]:
-    if artifact.path is not None:
-        return {"kind": str(artifact.kind), "path": str(Path(artifact.path).resolve())}
-    return {"kind": str(artifact.kind), "value": artifact.value}
-
-
-def describe(event: Event, root: Path) -> str | None:
-    """One line per event for the terminal."""
-    match event:
-        case StageStarted(stage=stage):
-            return f"[{stage}] ..."
-        case PlanRejected(attempt=attempt, problems=problems):
-            return f"[plan] attempt {attempt} rejected, asking for a fix: " + "; ".join(problems)
-        case PlanReady(plan=plan):
-            if not plan.tasks:
-                return "[plan] no model needed: answering directly"
-            steps = ", ".join(f"{t.id}:{t.task}" + (f"<-{t.dep}" if t.dep else "") for t in plan.tasks)
-            return f"[plan] {len(plan)} task(s): {steps}"
-        case TaskPlanned(task=t):
-            after = f"<-{t.dep}" if t.dep else ""
-            return f"[plan] task {t.id}:{t.task}{after} (the LLM is still writing the plan)"
-        case TaskDropped(task_id=i, reason=reason):
-            return f"[task {i}] dropped: {reason}"
-        case ModelSelected(task_id=i, task=task, model=model, reason=reason):
-            return f"[select] task {i} {task}: {model} ({reason})"
-        case TaskStarted(task_id=i, task=task, model=model, attempt=attempt):
-            return f"[task {i}] {task} with {model}" + (f" (attempt {attempt})" if attempt > 1 else "")
-        case TaskFinished(task_id=i, outputs=outputs, seconds=seconds, cached=cached, seed=seed):
-            how = " from the cache" if cached else ""
-            seeded = f" (seed {seed})" if seed is not None else ""
-            return f"[task {i}] done{how} in {seconds:.2f} s{seeded}: " + "; ".join(
-                a.describe(root)[:120] for a in outputs
-            )
-        case TaskFailed(task_id=i, model=model, error=error, final=final):
-            return f"[task {i}] {model or 'task'} failed: {error}" + (
-                "" if final else "; trying the next model"
-            )
-        case TaskSkipped(task_id=i, reason=reason):
-            return f"[task {i}] skipped: {reason}"
-        case Done(outcome=outcome, trace=trace) as done:
-            seconds = trace.get("timings", {}).get("total", 0)
-            ending = "" if done.ok else f" ({outcome})"
-            spent = f", {usage.describe(trace['usage'])}" if trace.get("usage") else ""
-            return f"[done] {done.llm_calls} LLM call(s), {seconds:.2f} s{spent}{ending}"
-    return None
+    """The --json contract (hugginggpt.run_json's shape, which the API and MCP share), plus trace_file."""
+    return {**run_json(done), "trace_file": str(done.trace_file) if done.trace_file else None}

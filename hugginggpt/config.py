@@ -78,6 +78,11 @@ class Settings:
     app_max_upload_mb: float = 20.0  # per file
     app_concurrency: int = 8  # requests answered at once, across all sessions
     app_leave_grace_seconds: float = 120.0  # a left page's conversation ends after this, unless reloaded
+    app_upload_quota_mb: float = 200.0  # bytes one address may upload to the page per upload_keep_hours
+    app_upload_keep_hours: float = 3.0  # an upload no conversation took in is deleted after this
+    # Proxies whose X-Forwarded-For is believed (addresses or networks, comma-separated; "*": the one hop
+    # in front, whatever its address). Empty: none, except on a Space, whose own proxy is the only way in.
+    trusted_proxies: tuple[str, ...] = ()
     space_id: str | None = None  # set on a Hugging Face Space
     server_name: str = "127.0.0.1"  # where the app listens (GRADIO_SERVER_NAME)
     public: bool | None = None  # None: public on a Space or when listening beyond loopback
@@ -123,6 +128,8 @@ class Settings:
             raise ValueError("every budget (max_*, *_seconds, answer_max_tokens) must be more than 0")
         if self.app_max_upload_mb <= 0 or self.app_concurrency < 1:
             raise ValueError("app_max_upload_mb must be more than 0 and app_concurrency at least 1")
+        if self.app_upload_quota_mb <= 0 or self.app_upload_keep_hours <= 0:
+            raise ValueError("app_upload_quota_mb and app_upload_keep_hours must be more than 0")
         if self.cache_scope not in CACHE_SCOPES:
             scopes = ", ".join(CACHE_SCOPES)
             raise ValueError(f"cache_scope must be one of {scopes}, not {self.cache_scope!r}")
@@ -146,6 +153,11 @@ class Settings:
     @property
     def uses_oauth(self) -> bool:
         return self.oauth if self.oauth is not None else bool(self.oauth_client_id)
+
+    @property
+    def proxies(self) -> tuple[str, ...]:
+        """The proxies whose forwarded addresses are believed (webui.callers)."""
+        return self.trusted_proxies or (("*",) if self.space_id else ())
 
     @property
     def max_upload_bytes(self) -> int:
@@ -185,7 +197,7 @@ def _coerce(name: str, value: Any) -> Any:
     if name == "catalog_paths":
         paths = value.split(os.pathsep) if isinstance(value, str) else value
         return tuple(str(p) for p in paths if str(p).strip())
-    if name in ("allowed_local_llms", "api_keys"):
+    if name in ("allowed_local_llms", "api_keys", "trusted_proxies"):
         names = value.split(",") if isinstance(value, str) else value
         return tuple(str(n).strip() for n in names if str(n).strip())
     if isinstance(default, bool) or name in ("public", "oauth"):

@@ -11,14 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .artifacts import Artifact
+from .choice import Choice, PickSource
 from .plan import Plan, Task
 from .records import TaskRecord
-
-if TYPE_CHECKING:  # selection imports this module
-    from .selection import Choice
 
 
 class Stage(StrEnum):
@@ -26,22 +24,6 @@ class Stage(StrEnum):
     SELECT = "select"
     EXECUTE = "execute"
     RESPOND = "respond"
-
-
-class PickSource(StrEnum):
-    """How a task's model was chosen."""
-
-    LLM = "llm"  # the LLM picked it among the candidates
-    ONLY_CANDIDATE = "only_candidate"  # there was no choice to make
-    NOT_A_CANDIDATE = "not_a_candidate"  # the LLM named no candidate: the top-ranked one is used
-    SELECTION_FAILED = "selection_failed"  # the selection call failed: the top-ranked one is used
-    NO_CANDIDATE = "no_candidate"  # no model in the catalog can run the task here
-    GIVEN = "given"  # named by the user: a plan file, an edit, a replayed trace
-
-    @property
-    def replaced(self) -> bool:
-        """The LLM was asked but its pick is not what runs."""
-        return self in (PickSource.NOT_A_CANDIDATE, PickSource.SELECTION_FAILED)
 
 
 class Outcome(StrEnum):
@@ -151,6 +133,41 @@ class AnswerDelta:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """The tokens a run's LLM calls took, as the servers reported them, and their cost at the
+    operator's prices (None when none are set); `by_stage` as hugginggpt.usage.summarize gives it."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = None
+    by_stage: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @classmethod
+    def of(cls, summary: Mapping[str, Any]) -> Usage:
+        """From hugginggpt.usage.summarize's dict (the trace's `usage`)."""
+        return cls(
+            int(summary.get("input_tokens") or 0),
+            int(summary.get("output_tokens") or 0),
+            summary.get("cost"),
+            summary.get("by_stage") or {},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape of the trace's `usage` and of --json's."""
+        return {
+            "input_tokens": self.prompt_tokens,
+            "output_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+            "cost": self.cost,
+            "by_stage": {k: dict(v) for k, v in self.by_stage.items()},
+        }
+
+
+@dataclass(frozen=True)
 class Done:
     """The end of a run. `error` (in the user's words) and `error_kind` are set when it failed."""
 
@@ -164,6 +181,10 @@ class Done:
     incomplete: str | None = None  # why the answer stops short (the LLM's stream broke off, a limit)
     plan: Plan | None = None  # the plan that ran (or would run), once there is one
     choices: Mapping[int, Choice] = field(default_factory=dict)  # its models and seeds, by task id
+    request_id: str = ""  # names its trace file and its outputs' folder
+    request: str = ""
+    usage: Usage = field(default_factory=Usage)
+    timings: Mapping[str, float] = field(default_factory=dict)  # seconds per stage, and "total"
 
     def __post_init__(self) -> None:
         if (self.outcome is Outcome.FAILED) != (self.error is not None and self.error_kind is not None):

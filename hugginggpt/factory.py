@@ -7,8 +7,7 @@ from pathlib import Path
 from .cache import ResultCache, cache_root
 from .catalog import Catalog, load_catalog
 from .config import Settings
-from .endpoints import Endpoint
-from .endpoints import build_endpoint as endpoint_for_mode
+from .endpoints import Endpoint, build_endpoint
 from .llm import LLM, LLMLimits, OpenAICompatibleLLM
 from .llm_local import LocalChatLLM
 from .pipeline import Pipeline
@@ -39,15 +38,6 @@ def build_catalog(settings: Settings) -> Catalog:
     return load_catalog([Path(p) for p in settings.catalog_paths])
 
 
-def build_endpoint(settings: Settings) -> Endpoint:
-    return endpoint_for_mode(
-        settings.inference,
-        hf_token=settings.hf_token,
-        provider=settings.hf_provider,
-        experts_url=settings.experts_url,
-    )
-
-
 def build_cache(settings: Settings) -> ResultCache | None:
     """The result cache the settings ask for; None when cache_max_bytes is 0."""
     if settings.cache_max_bytes <= 0:
@@ -65,7 +55,13 @@ def build_pipeline(
     return Pipeline(
         llm=llm or build_llm(settings),
         catalog=catalog or build_catalog(settings),
-        endpoint=endpoint or build_endpoint(settings),
+        endpoint=endpoint
+        or build_endpoint(
+            settings.inference,
+            hf_token=settings.hf_token,
+            provider=settings.hf_provider,
+            experts_url=settings.experts_url,
+        ),
         settings=settings,
         cache=build_cache(settings),
     )

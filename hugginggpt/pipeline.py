@@ -37,12 +37,15 @@ class Pipeline:
         endpoint: Endpoint,
         settings: Settings | None = None,
         cache: ResultCache | None = None,
+        cache_scope: str | None = None,
     ):
         self.llm = llm
         self.catalog = catalog
         self.endpoint = endpoint
         self.settings = settings or Settings()
         self.cache = cache  # None: every task runs (factory.build_cache makes one from the settings)
+        # Whose entries these runs share (e.g. an API caller's key); None: settings.cache_scope decides.
+        self.cache_scope = cache_scope
 
     def run(
         self,
@@ -106,8 +109,8 @@ class Pipeline:
     ) -> Iterator[Event]:
         """Run `previous` again with `edits`: the edited tasks and what depends on them execute, every
         other task comes from the result cache; the answer is written from the new records."""
-        request = str(previous.trace.get("request", ""))
-        header = {"rerun_of": previous.trace.get("request_id")}
+        request = previous.request
+        header = {"rerun_of": previous.request_id}
         try:
             if previous.plan is None:
                 raise PlanFileError("that run has no plan to run again")

@@ -26,8 +26,8 @@ from .tasks import TASKS
 
 
 def parser() -> argparse.ArgumentParser:
-    from .cli import add_llm_arguments
     from .config import INFERENCE_MODES
+    from .terminal import add_llm_arguments
 
     p = argparse.ArgumentParser(
         prog="python -m hugginggpt replay",
@@ -48,8 +48,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
-    from .cli import describe, follow, settings_from_args
     from .factory import build_pipeline
+    from .progress import describe
+    from .terminal import follow, settings_from_args
     from .workspace import Workspace
 
     args = parser().parse_args(argv)

@@ -16,15 +16,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from . import urlguard
 from .artifacts import kind_of_file
-from .cache import CachingEndpoint
+from .cache import CachingEndpoint, ResultCache
+from .catalog import Catalog
+from .config import Settings
+from .endpoints import Endpoint
 from .endpoints.observed import ObservedEndpoint
-from .events import Done, ErrorKind, Event, ModelSelected, Outcome, PlanReady, Stage, StageStarted
+from .events import Done, ErrorKind, Event, ModelSelected, Outcome, PlanReady, Stage, StageStarted, Usage
 from .execute import ExecutionSettings, RunContext, execute_steps
-from .llm import LLMError, Message
+from .llm import LLM, LLMError, Message
 from .plan import FileRules, Plan, PlanLimits
 from .planner import FileInfo, PlanOutcome, plan_steps, trim_history
 from .records import TaskRecord
@@ -36,10 +39,20 @@ from .trace import build_trace, write_trace
 from .usage import Prices
 from .workspace import Workspace
 
-if TYPE_CHECKING:
-    from .pipeline import Pipeline
-
 log = logging.getLogger(__name__)
+
+
+class RunParts(Protocol):
+    """What a run uses of the Pipeline that starts it (which has these): the run never imports it."""
+
+    llm: LLM
+    catalog: Catalog
+    endpoint: Endpoint
+    settings: Settings
+    cache: ResultCache | None
+    cache_scope: str | None
+
+    def check_plan(self, plan: Plan, workspace: Workspace) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -72,7 +85,7 @@ class RequestRun:
 
     def __init__(
         self,
-        pipeline: Pipeline,
+        pipeline: RunParts,
         request: str,
         workspace: Workspace,
         history: list[Message],
@@ -176,6 +189,10 @@ class RequestRun:
             self.incomplete,
             self.plan,
             choices,
+            self.request_id,
+            self.request,
+            Usage.of(trace["usage"]),
+            dict(self.timings),
         )
 
     def _time_up(self) -> None:
@@ -297,7 +314,9 @@ class RequestRun:
     def _run_context(self) -> RunContext:
         endpoint = self.p.endpoint
         if self.p.cache is not None and self.mode.use_cache:
-            scope = str(self.workspace.root) if self.s.cache_scope == "conversation" else "process"
+            scope = self.p.cache_scope or (
+                str(self.workspace.root) if self.s.cache_scope == "conversation" else "process"
+            )
             endpoint = CachingEndpoint(endpoint, self.p.cache, scope)
         endpoint = ObservedEndpoint(endpoint, where=self.p.endpoint.name)  # spans and metrics per attempt
         return RunContext(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
 from typing import Any
 
 import json_repair
@@ -11,7 +10,8 @@ import json_repair
 from . import prompts
 from .catalog import Catalog, ModelCard
 from .catalog import prompt_lines as catalog_prompt_lines
-from .events import ModelSelected, PickSource
+from .choice import Choice, PickSource
+from .events import ModelSelected
 from .jsontext import first_json_value
 from .llm import LLM, LLMError
 from .plan import Plan, Task, nesting_depth
@@ -26,33 +26,6 @@ SELECT_SCHEMA = {
         "required": ["id", "reason"],
     },
 }
-
-
-@dataclass(frozen=True)
-class Choice:
-    task_id: int
-    task: str
-    model: ModelCard | None  # None: no model can run this task
-    reason: str
-    candidates: tuple[ModelCard, ...] = ()
-    source: PickSource = PickSource.LLM
-    seed: int | None = None  # for tasks whose model samples (seeds.py); None: the model's own randomness
-
-    def fallbacks(self) -> list[ModelCard]:
-        """The chosen model first, then the other candidates in rank order."""
-        if self.model is None:
-            return []
-        return [self.model, *(c for c in self.candidates if c.id != self.model.id)]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "model": self.model.id if self.model else None,
-            "reason": self.reason,
-            "candidates": [m.id for m in self.candidates],
-            "source": str(self.source),
-            "substituted": self.source.replaced,
-            "seed": self.seed,
-        }
 
 
 def select_steps(

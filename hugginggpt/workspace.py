@@ -1,7 +1,8 @@
 """One folder per conversation. Every file a task reads or writes lives inside it.
 
 Layout: <root>/uploads/ (the user's files, by name), <root>/outputs/<request>/ (what tasks made),
-<root>/traces/<request>.json.
+<root>/traces/<request>.json. Folders are made 0700 and uploads 0600: only the app's own user reads
+a conversation's files.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ class FileRefused(ValueError):
 class Workspace:
     def __init__(self, root: Path):
         self.root = Path(root).resolve()
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         for sub in ("uploads", "outputs", "traces"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+            (self.root / sub).mkdir(mode=0o700, exist_ok=True)
 
     @classmethod
     def create(cls, base: Path, conversation_id: str | None = None) -> Workspace:
@@ -47,11 +49,12 @@ class Workspace:
             n += 1
             target = self.uploads_dir / f"{stem}-{n}{suffix}"
         shutil.copyfile(source, target)
+        target.chmod(0o600)
         return target
 
     def run_dir(self, request_id: str) -> Path:
         path = self.root / "outputs" / request_id
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
         return path
 
     def trace_path(self, request_id: str) -> Path:

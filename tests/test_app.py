@@ -269,8 +269,8 @@ def test_stop_ends_a_running_request_at_once(fake_app, tmp_path):
             ("org/speaker", "text-to-speech", 2),
         )
     )
-    chat = fake_app.chat_app
-    chat.catalog, saved = slow, chat.catalog
+    host = fake_app.host
+    host.catalog, saved = slow, host.catalog
     try:
         client = Client(fake_app.local_url, verbose=False)
         job = client.submit(
@@ -299,7 +299,7 @@ def test_stop_ends_a_running_request_at_once(fake_app, tmp_path):
             time.sleep(0.02)
         assert fake_app.endpoint.stopped == ["org/captioner-slow"]  # the model call itself ended
     finally:
-        chat.catalog = saved
+        host.catalog = saved
     # the same conversation takes the next request
     updates, _, _ = send(client, "[conv-10] caption this", [photo(tmp_path / "q.png")])
     assert texts(updates[-1])[-1].startswith("Answer for conv-10")
@@ -386,11 +386,11 @@ def test_new_conversation_gets_a_fresh_workspace_and_history(llm_server, tmp_pat
     *_, (_, _, running) = chat.respond(
         "s1", {"text": "[conv-12] caption", "files": [str(photo(tmp_path / "a.png"))]}, LLMChoice()
     )
-    first = chat.conversation("s1")
+    first = chat.conversation("s1", "")
     assert not running and len(first.history) == 2 and (first.workspace.root / "uploads" / "a.png").is_file()
-    assert chat.conversation("s2").workspace.root != first.workspace.root  # another session, another folder
+    assert chat.conversation("s2", "").workspace.root != first.workspace.root  # another session
     chat.reset("s1")
-    fresh = chat.conversation("s1")
+    fresh = chat.conversation("s1", "")
     assert fresh.workspace.root != first.workspace.root and fresh.history == [] and fresh.display == []
     assert "a.png" not in fresh.workspace.files() and not first.workspace.root.exists()  # files deleted
 
@@ -418,7 +418,7 @@ def test_a_flood_of_new_sessions_never_pushes_out_an_active_conversation(tmp_pat
     table.get("visitor", "10.0.0.1")
     assert list(table) == ["visitor"] and active.workspace.root.exists()
     now[0] += 700  # idle past the limit: the conversation ends and its files go
-    table.get("someone-else")
+    table.get("someone-else", "10.0.2.1")
     assert table.find("visitor") is None and not active.workspace.root.exists()
 
 
@@ -527,7 +527,7 @@ def test_on_a_public_app_a_typed_llm_url_gets_a_client_that_stays_off_private_ne
             public_llm_only=True,
         )
         s = chat.request_settings(LLMChoice(base_url=servers.url, model="m"), resolve=False)
-        llm = chat.llm_for(s)
+        llm = chat.host.llm_for(s)
         with pytest.raises(Exception, match="not public"):
             llm.complete([{"role": "user", "content": "hi"}], stage="plan")
         assert servers.private_hits == []
@@ -544,7 +544,7 @@ def test_the_status_line_never_shows_a_password_in_the_servers_base_url(tmp_path
         catalog=Catalog([]),
         endpoint=FakeEndpoint(),
     )
-    line = chat.status(LLMChoice())
+    line = chat.host.status(LLMChoice())
     assert "127.0.0.1:9/v1" in line and "pw-secret" not in line
 
 
@@ -567,7 +567,7 @@ def test_a_secret_in_the_base_urls_query_never_reaches_the_status_line(tmp_path)
     settings = Settings(
         workdir=str(tmp_path / "ws"), llm_base_url="https://u:pw@llm.example/v1?api-key=sk-q1"
     )
-    line = ChatApp(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint()).status(LLMChoice())
+    line = ChatApp(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint()).host.status(LLMChoice())
     assert "sk-q1" not in line and "pw" not in line and "api-key=***" in line
 
 
@@ -624,7 +624,7 @@ def test_leaving_the_page_mid_run_ends_the_work_without_a_crash_or_a_file_left(l
     updates = chat.respond(
         "s1", {"text": "[conv-left] caption", "files": [str(photo(tmp_path / "a.png"))]}, LLMChoice()
     )
-    conv = chat.conversation("s1")
+    conv = chat.conversation("s1", "")
     before = len(llm_server.requests)
     for _ in updates:
         if endpoint.calls:  # a model is running: the page is closed now
@@ -653,7 +653,7 @@ def test_with_no_llm_configured_and_no_network_the_first_message_says_what_to_se
     assert "not downloaded, and HF_HUB_OFFLINE is set" in messages[-1]["content"]
     assert CONFIGURE_HINT in messages[-1]["content"]
     warm.join(30)
-    assert "local LLM is not available" in chat.status(LLMChoice())
+    assert "local LLM is not available" in chat.host.status(LLMChoice())
 
 
 def test_sign_in_with_hugging_face_uses_gradios_oauth_and_the_visitors_token(
@@ -693,7 +693,7 @@ def test_refused_catalog_entries_show_in_the_status_line(tmp_path):
     mine = tmp_path / "mine.yaml"
     mine.write_text("- {id: a, task: make-coffee}\n- {id: b, task: summarization, extra: 1}\n")
     settings = Settings(workdir=str(tmp_path / "ws"), catalog_paths=(str(mine),), llm_base_url="http://x/v1")
-    line = ChatApp(settings, endpoint=FakeEndpoint()).status(LLMChoice())
+    line = ChatApp(settings, endpoint=FakeEndpoint()).host.status(LLMChoice())
     assert "(1 catalog entries refused: see the server log)" in line  # the warning alone refuses nothing
 
 

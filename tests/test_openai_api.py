@@ -15,6 +15,9 @@ import pytest
 from app_support import app_settings, photo, running_app
 from PIL import Image
 
+from hugginggpt.cli import result_json
+from hugginggpt.events import Done, Outcome
+
 KEYS = ("key-one", "key-two")
 
 
@@ -67,6 +70,10 @@ def test_a_completion_answers_with_linked_files_and_the_hugginggpt_field(api_app
     assert "[plan] 3 task(s)" in message.model_extra["reasoning_content"]
     assert completion.usage.total_tokens > 0
     assert not list(api_app.workdir.glob("call-*"))  # the call's workspace is gone
+    # One shape for a finished run: the CLI's --json less its local trace file, files as URLs.
+    cli_json = result_json(Done(Outcome.ANSWERED, request_id="r"))
+    assert set(details) == set(cli_json) - {"trace_file"} and details["request_id"]
+    assert set(tasks[0]) == {"id", "task", "model", "status", "error", "cached", "seed", "outputs"}
 
 
 def test_a_streamed_completion_thinks_then_answers(api_app, tmp_path):

@@ -209,3 +209,16 @@ def test_finished_events_say_cached(server, ws, tmp_path):
     last(p.run("caption, draw, speak", workspace=ws))
     events, _ = last(p.run("caption, draw, speak", workspace=ws))
     assert [e.cached for e in events if isinstance(e, TaskFinished)] == [True] * 4
+
+
+def test_done_carries_its_request_id_usage_and_timings(server, ws, tmp_path):
+    """What the doors read of a finished run is on Done itself, not in its trace's dict."""
+    _, done = last(pipeline(server, FakeEndpoint(), tmp_path).run("caption photo.png", workspace=ws))
+    assert done.outcome is Outcome.ANSWERED and done.request == "caption photo.png"
+    assert done.request_id and done.trace_file == ws.trace_path(done.request_id)
+    tokens = done.trace["tokens"]
+    usage = done.usage
+    assert (usage.prompt_tokens, usage.completion_tokens) == (tokens["prompt"], tokens["completion"])
+    assert done.usage.total_tokens == tokens["prompt"] + tokens["completion"] > 0
+    assert set(done.timings) >= {"plan", "select", "execute", "respond", "total"}
+    assert done.timings["total"] >= done.timings["execute"] > 0

@@ -13,7 +13,6 @@ from fakes.endpoints import FakeEndpoint, cards
 from fakes.llm_server import FakeLLMServer, Reply
 
 from hugginggpt.catalog import Catalog
-from hugginggpt.cli import describe
 from hugginggpt.config import Settings
 from hugginggpt.events import (
     Done,
@@ -31,6 +30,7 @@ from hugginggpt.llm import OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.plan import PlanLimits, Task
 from hugginggpt.plan_stream import TaskScanner
+from hugginggpt.progress import describe
 from hugginggpt.workspace import Workspace
 from webui.render import RunView
 

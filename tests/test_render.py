@@ -249,11 +249,11 @@ def test_settings_problems_go_to_the_field_they_concern(tmp_path):
 
     chat = ChatApp(Settings(workdir=str(tmp_path / "ws")), catalog=Catalog([]), endpoint=FakeEndpoint())
     choice = LLMChoice(base_url="ftp://x", model="m", inference="local", top_k=5)
-    problems = field_problems(chat, choice)
+    problems = field_problems(chat.host, choice)
     assert list(problems) == ["base_url"] and "must start with http://" in problems["base_url"]
-    line = status_for(chat, choice, problems)
+    line = status_for(chat.host, choice, problems)
     assert "fix the field marked in Settings" in line and "ftp://" not in line
-    assert field_problems(chat, LLMChoice(base_url="http://127.0.0.1:1/v1")) == {}
+    assert field_problems(chat.host, LLMChoice(base_url="http://127.0.0.1:1/v1")) == {}
 
 
 def test_a_page_left_mid_run_keeps_the_turn_it_showed_as_stopped(llm_server, tmp_path):
@@ -275,7 +275,7 @@ def test_a_page_left_mid_run_keeps_the_turn_it_showed_as_stopped(llm_server, tmp
         if any("running" in (m.get("metadata") or {}).get("title", "") for m in messages):
             break
     run.close()  # what Gradio does when the page goes away
-    conv = chat.conversation("s1")
+    conv = chat.conversation("s1", "")
     assert conv.cancel is None and conv.history[0]["content"] == "[conv-r] caption"
     titles = [read((m.get("metadata") or {}).get("title")) for m in conv.display]
     assert (

@@ -60,7 +60,7 @@ def test_review_plans_and_waits_then_runs_the_edited_plan(chat, llm_server, tmp_
     assert [t["task"] for t in form["tasks"]] == ["image-to-text", "text-to-image", "text-to-speech"]
     assert form["tasks"][0]["candidates"] == ["org/captioner-a", "org/captioner-b"]
     assert form["tasks"][1]["seed"].isdigit() and form["tasks"][1]["dep"] == "0"
-    assert chat.conversation("s1").history == []  # answered only once it runs
+    assert chat.conversation("s1", "").history == []  # answered only once it runs
     asked = len(llm_server.requests)
 
     edited = values(form, **{"1:arg:text": "a red boat at sea", "0:model": "org/captioner-b"})
@@ -76,7 +76,7 @@ def test_review_plans_and_waits_then_runs_the_edited_plan(chat, llm_server, tmp_
     bubble = next(m for m in reversed(messages) if m["role"] == "user")["content"]
     assert bubble == "▶ Run the plan (task 0: model changed; task 1: arguments changed)"
     assert messages[-1]["content"].startswith("Answer for conv-review")
-    assert chat.conversation("s1").pending is None and len(chat.conversation("s1").history) == 2
+    assert chat.conversation("s1", "").pending is None and len(chat.conversation("s1", "").history) == 2
 
 
 def test_problems_come_back_beside_their_task_and_nothing_runs(chat, tmp_path):
@@ -97,7 +97,7 @@ def test_problems_come_back_beside_their_task_and_nothing_runs(chat, tmp_path):
     last(review_chat.run_reviewed(chat, "s1", form, deleted, LLMChoice()))
     shown = review_chat.pending_form(chat, "s1")
     assert shown["tasks"][1]["problems"] and shown["tasks"][2]["problems"]  # they use task 0's output
-    assert endpoint.calls == [] and chat.conversation("s1").pending is not None
+    assert endpoint.calls == [] and chat.conversation("s1", "").pending is not None
 
 
 def test_cancel_drops_the_plan(chat, tmp_path):
@@ -137,7 +137,7 @@ def test_a_downloaded_trace_runs_again_every_task_with_its_seeds(chat, tmp_path)
         "s1", {"text": "[conv-t] caption", "files": [str(photo(tmp_path / "a.png"))]}, LLMChoice()
     )
     recorded = json.loads(open(traces[-1]).read())
-    form, problem = review_chat.open_trace(chat, "s1", traces[-1])
+    form, problem = review_chat.open_trace(chat, "s1", traces[-1], client="")
     assert not problem and form["origin"] == "trace"
     assert form["tasks"][1]["seed"] == str(recorded["choices"]["1"]["seed"])
     *_, (messages, _, _) = review_chat.run_reviewed(chat, "s1", form, values(form), LLMChoice())
@@ -146,7 +146,7 @@ def test_a_downloaded_trace_runs_again_every_task_with_its_seeds(chat, tmp_path)
 
     not_a_trace = tmp_path / "notes.json"
     not_a_trace.write_text('{"hello": 1}')
-    form, problem = review_chat.open_trace(chat, "s1", not_a_trace)
+    form, problem = review_chat.open_trace(chat, "s1", not_a_trace, client="")
     assert form is None and problem.startswith("That file is not a trace this app can run again")
     assert str(tmp_path) not in problem  # no server path shown
 

@@ -8,7 +8,7 @@ from app_support import app_settings, fake_catalog, photo, running_app
 from fakes.endpoints import FakeEndpoint
 from gradio_client import Client, handle_file
 
-from hugginggpt.events import Done, Outcome
+from hugginggpt.events import Done, Outcome, Usage
 from webui.token_budget import DailyTokens
 
 
@@ -27,7 +27,7 @@ def test_a_visitor_who_spent_the_days_tokens_is_told_so_in_the_chat_and_the_api(
     with running_app(settings, catalog=fake_catalog(), endpoint=FakeEndpoint(), public_llm_only=True) as demo:
         first = chat(demo.local_url, "caption this", photo(tmp_path / "a.png"))
         assert "Answer for you" in first
-        assert demo.chat_app.tokens.spent("127.0.0.1") > 100
+        assert demo.chat_app.host.tokens.spent("127.0.0.1") > 100
         second = chat(demo.local_url, "caption this again")
         assert "You have used today's share of this app's LLM (100 tokens a day)" in second
         reply = httpx.post(
@@ -43,7 +43,7 @@ def test_a_visitor_who_spent_the_days_tokens_is_told_so_in_the_chat_and_the_api(
 def test_the_budget_renews_each_day_and_is_off_at_zero():
     day = ["2026-12-03"]
     budget = DailyTokens(10, today=lambda: day[0])
-    done = Done(Outcome.ANSWERED, trace={"usage": {"total_tokens": 12}})
+    done = Done(Outcome.ANSWERED, usage=Usage(prompt_tokens=10, completion_tokens=2))
     list(budget.counted("1.2.3.4", iter([done])))
     assert budget.refusal("1.2.3.4") and budget.refusal("5.6.7.8") is None
     day[0] = "2026-12-04"

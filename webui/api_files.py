@@ -18,15 +18,18 @@ import binascii
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from hugginggpt import urlguard
-from hugginggpt.artifacts import MEDIA_KINDS, ArtifactKind, kind_of_file
+from hugginggpt.artifacts import MEDIA_KINDS, Artifact, ArtifactKind, kind_of_file
 from hugginggpt.config import Settings
 from hugginggpt.events import Done
 from hugginggpt.records import TaskRecord
+from hugginggpt.run_json import run_json
+from hugginggpt.run_json import task_json as run_task_json
 
 from .uploads import check_upload
 
@@ -63,7 +66,7 @@ def receive(
     `hint` ("image", "audio") names the saved file; `number` keeps names apart within one call."""
     text = (ref or "").strip()
     shown = f"{hint} {number}"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     if text.lower().startswith(("http://", "https://")):
         path = _fetch(text, folder / f"url-{number}", settings=settings, max_bytes=max_bytes)
         shown = path.name
@@ -76,6 +79,7 @@ def receive(
                 "or an http(s) URL."
             )
         path = folder / f"{hint}-{number}{suffix}"
+        path.touch(mode=0o600)
         path.write_bytes(blob)
     problem = check_upload(path, max_bytes=max_bytes, shown_name=shown)
     if problem:
@@ -163,33 +167,19 @@ def publish(records: Sequence[TaskRecord], root_url: str) -> dict[Path, Served]:
 
 
 def result_json(done: Done, served: dict[Path, Served]) -> dict[str, Any]:
-    """A run for a client: the answer, each task with its model, status and outputs (URLs for files)."""
-    return {
-        "outcome": str(done.outcome),
-        "answer": done.answer,
-        "error": done.error,
-        "error_kind": done.error_kind and str(done.error_kind),
-        "llm_calls": done.llm_calls,
-        "tasks": [task_json(r, served) for r in done.records],
-    }
+    """A run for a client: hugginggpt.run_json's shape, files as URLs."""
+    return run_json(done, partial(_output, served))
 
 
 def task_json(record: TaskRecord, served: dict[Path, Served]) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "task": record.task,
-        "model": record.model,
-        "status": str(record.status),
-        "error": record.error,
-        "outputs": [_output(a.kind, a.path, a.value, served) for a in record.outputs],
-    }
+    return run_task_json(record, partial(_output, served))
 
 
-def _output(kind: ArtifactKind, path: Path | None, value: Any, served: dict[Path, Served]) -> dict[str, Any]:
-    if path is None:
-        return {"kind": str(kind), "value": value}
-    copy = served.get(Path(path))
-    return {"kind": str(kind), "url": copy.url if copy else None}
+def _output(served: dict[Path, Served], artifact: Artifact) -> dict[str, Any]:
+    if artifact.path is None:
+        return {"kind": str(artifact.kind), "value": artifact.value}
+    copy = served.get(Path(artifact.path))
+    return {"kind": str(artifact.kind), "url": copy.url if copy else None}
 
 
 def root_url(request: Any) -> str:

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 
 from hugginggpt.config import Settings
-from hugginggpt.endpoints import Endpoint, RoutedEndpoint, build_backends
+from hugginggpt.endpoints import Endpoint, LocalEndpoint, RoutedEndpoint, build_backends
 from hugginggpt.factory import build_cache, build_llm
 from hugginggpt.llm import LLM, LLMError
 from hugginggpt.llm_local import LocalChatLLM
@@ -53,15 +53,16 @@ class Backends:
         def work() -> None:
             try:
                 self.warm_state = "importing the model runtime"
-                import models_local  # noqa: F401  (torch, transformers, diffusers)
-
+                if not LocalEndpoint.load_runtime():
+                    self.warm_state = "ready (no local runtime installed)"
+                    return
                 # On ZeroGPU the GPU is only lent inside decorated calls: no model is loaded here.
                 if not self.settings.uses_server and self.llm is None and not zerogpu_active():
                     self.warm_state = f"loading the local LLM {self.settings.local_llm_model}"
                     llm = self.llm_for(self.settings)
                     llm.prepare()  # type: ignore[attr-defined]
                 self.warm_state = "ready"
-            except ImportError:
+            except ImportError:  # the local LLM's own dependencies
                 self.warm_state = "ready (no local runtime installed)"
             except LLMError as e:
                 self.warm_state = f"the local LLM is not available: {e}"

@@ -2,7 +2,7 @@
 workspace, deleted when the call ends, under the same limits as the chat.
 
 What the chat's settings panel offers a person, a client sends as headers (never as tool arguments):
-X-LLM-Base-URL, X-LLM-Model and X-LLM-API-Key. They pass the chat's own checks (ChatApp.request_settings):
+X-LLM-Base-URL, X-LLM-Model and X-LLM-API-Key. They pass the chat's own checks (Host.request_settings):
 the server's key never goes to a URL a client named, and a public app only talks to public servers.
 """
 
@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 import logging
 import shutil
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from hugginggpt import tasks as task_types
+from hugginggpt.config import Settings
 from hugginggpt.events import Done, Event, PickSource
-from hugginggpt.execute import ExecutionSettings, RunContext, execute_steps
 from hugginggpt.llm import Message
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.plan import RESOURCE_REF, Plan, Task
@@ -31,7 +32,8 @@ from hugginggpt.selection import Choice
 from hugginggpt.workspace import Workspace
 
 from .api_files import MAX_FILES, InputRefused, Served, publish, receive
-from .chat import ChatApp, LLMChoice
+from .host import Host
+from .session_settings import LLMChoice
 
 log = logging.getLogger(__name__)
 
@@ -79,12 +81,14 @@ class Finished:
 
     records: tuple[TaskRecord, ...]
     served: dict[Path, Served]
-    done: Done | None = None  # None for a single task run without the LLM
+    done: Done
 
 
 class Calls:
-    def __init__(self, chat: ChatApp):
-        self.chat = chat
+    """The calls of the doors for other programs, over the Host every door shares."""
+
+    def __init__(self, host: Host):
+        self.host = host
 
     # ---- the whole pipeline --------------------------------------------------------------------
 
@@ -98,42 +102,33 @@ class Calls:
         cancelled: threading.Event,
         history: Sequence[Message] = (),
         context: contextvars.Context | None = None,
-        visitor: str = "",
+        caller_key: str = "",
+        caller: str = "",
     ) -> Iterator[Accepted | Event | Finished]:
         """Plan, select, execute and respond: yields Accepted, the pipeline's events, then Finished.
-        `visitor`: the caller's address, for the daily token budget of a public app.
 
-        Raises InputRefused (bad files or headers, the day's tokens spent) or slots.Busy before Accepted."""
+        Raises InputRefused (bad files or headers, the day's tokens spent) or slots.Busy before Accepted.
+        `caller_key`: the caller's own key (an API bearer token), whose calls share result cache
+        entries; `caller`: its address (webui.callers), whose calls may wait for a slot only so many
+        at once, and whose LLM tokens a public app counts against its daily budget."""
         if not request.strip():
             raise InputRefused("The request is empty: say what you want done.")
-        spent = self.chat.tokens.refusal(visitor)
+        spent = self.host.tokens.refusal(caller)
         if spent:
             raise TokensSpent(spent)
         settings = self._settings(credentials)
-        pipeline = Pipeline(
-            llm=self.chat.llm_for(settings),
-            catalog=self.chat.catalog,
-            endpoint=self.chat.backends.endpoint_for(settings.inference, context),
-            settings=settings,
-            cache=self.chat.backends.cache,
-        )
-        with self._workspace() as ws:
-            received = self._receive(files, ws, settings)
+        pipeline = self._pipeline(settings, context, caller_key)
+        with self._workspace() as ws, self._slot(cancelled, caller) as held:
+            if not held:
+                return  # given up while waiting for a slot: nothing ran
+            received = self._receive(files, ws, settings)  # decoded only once the call holds its slot
             for ref, path in zip(files, received, strict=True):
                 if ref.earlier:
                     ws.add_upload(path)
             new = [p for ref, p in zip(files, received, strict=True) if not ref.earlier]
-            with self._slot(cancelled) as held:
-                if not held:
-                    return  # given up while waiting for a slot: nothing ran
-                yield Accepted(ws.root)
-                run = pipeline.run(request, workspace=ws, files=new, history=history, cancelled=cancelled)
-                run = self.chat.tokens.counted(visitor, run)
-                for event in run:
-                    if isinstance(event, Done):
-                        yield Finished(event.records, publish(event.records, root_url), event)
-                    else:
-                        yield event
+            yield Accepted(ws.root)
+            run = pipeline.run(request, workspace=ws, files=new, history=history, cancelled=cancelled)
+            yield from self._finished(self.host.tokens.counted(caller, run), root_url)
 
     # ---- one task, no LLM ----------------------------------------------------------------------
 
@@ -146,59 +141,71 @@ class Calls:
         root_url: str,
         cancelled: threading.Event,
         context: contextvars.Context | None = None,
+        caller_key: str = "",
+        caller: str = "",
     ) -> Iterator[Accepted | Event | Finished]:
         """Run `task` with `model` (one from the catalog) or the catalog's top runnable models, in
-        rank order as fallbacks. Media arguments are FileRefs' strings; text arguments plain text."""
+        rank order as fallbacks. Media arguments are FileRefs' strings; text arguments plain text.
+
+        The task runs as a one-task plan through the pipeline (no LLM call: the plan and the model
+        are given, and no answer is written), so it gets the result cache, the output budgets, the
+        records and a trace like every other run."""
         spec = task_types.get(task)
         if spec is None:
             raise InputRefused(f"unknown task type {task!r}")
-        settings = self.chat.settings
-        endpoint = self.chat.backends.endpoint_for(settings.inference, context)
-        choice = self._choice(task, model, endpoint.can_run, settings.top_k)
-        with self._workspace() as ws:
-            values: dict[str, str] = {}
+        settings = self.host.settings
+        pipeline = self._pipeline(settings, context, caller_key)
+        choice = self._choice(task, model, pipeline.endpoint.can_run, settings.top_k)
+        text_args = self._text_args(spec, task, args)
+        with self._workspace() as ws, self._slot(cancelled, caller) as held:
+            if not held:
+                return
+            values = dict(text_args)
             for number, arg in enumerate(spec.args, start=1):
                 value = str(args.get(arg.name) or "").strip()
-                if not value:
-                    if arg.required:
-                        raise InputRefused(f"{task} needs its '{arg.name}' argument.")
-                    continue
-                if arg.kind == "text":
-                    if RESOURCE_REF.search(value):
-                        raise InputRefused(f"'{arg.name}' may not contain '<resource>-N' references.")
-                    values[arg.name] = value
-                else:
+                if arg.kind != "text" and value:  # decoded only once the call holds its slot
                     (path,) = self._receive([FileRef(value, arg.kind)], ws, settings, first=number)
                     values[arg.name] = ws.add_upload(path).name
-            with self._slot(cancelled) as held:
-                if not held:
-                    return
-                yield Accepted(ws.root)
-                run_id = "task-" + uuid.uuid4().hex[:8]
-                ctx = RunContext(
-                    endpoint=endpoint,
-                    workspace=ws,
-                    run_dir=ws.run_dir(run_id),
-                    settings=ExecutionSettings(
-                        max_workers=1,
-                        task_timeout=settings.task_timeout,
-                        task_attempts=settings.task_attempts,
-                    ),
-                    cancelled=cancelled,
-                )
-                plan = Plan([Task(0, task, [], values)])
-                records = yield from execute_steps(plan, {0: choice}, ctx)
-                yield Finished(tuple(records), publish(records, root_url))
+            yield Accepted(ws.root)
+            plan = Plan([Task(0, task, [], values)])
+            run = pipeline.run_plan(
+                f"Run {task} once.", plan, {0: choice}, workspace=ws, cancelled=cancelled, answer=False
+            )
+            yield from self._finished(run, root_url)
+
+    @staticmethod
+    def _text_args(spec: task_types.TaskSpec, task: str, args: Mapping[str, str | None]) -> dict[str, str]:
+        """The task's text arguments; InputRefused for a missing required argument of any kind."""
+        values: dict[str, str] = {}
+        for arg in spec.args:
+            value = str(args.get(arg.name) or "").strip()
+            if not value:
+                if arg.required:
+                    raise InputRefused(f"{task} needs its '{arg.name}' argument.")
+                continue
+            if arg.kind == "text":
+                if RESOURCE_REF.search(value):
+                    raise InputRefused(f"'{arg.name}' may not contain '<resource>-N' references.")
+                values[arg.name] = value
+        return values
+
+    @staticmethod
+    def _finished(run: Iterator[Event], root_url: str) -> Iterator[Event | Finished]:
+        for event in run:
+            if isinstance(event, Done):
+                yield Finished(event.records, publish(event.records, root_url), event)
+            else:
+                yield event
 
     def _choice(self, task: str, model: str | None, runnable: Callable[[Any], bool], k: int) -> Choice:
-        catalog = self.chat.catalog
+        catalog = self.host.catalog
         if model:
             card = catalog.get(model.strip(), task)
             if card is None:
                 raise InputRefused(f"'{model}' is not a {task} model in this server's catalog.")
             if not runnable(card):
                 raise InputRefused(
-                    f"'{model}' cannot run on this server (inference: {self.chat.settings.inference})."
+                    f"'{model}' cannot run on this server (inference: {self.host.settings.inference})."
                 )
             return Choice(0, task, card, "the model the client asked for", (card,), PickSource.ONLY_CANDIDATE)
         ranked = tuple(catalog.candidates(task, k=k, runnable=runnable))
@@ -211,14 +218,27 @@ class Calls:
 
     # ---- shared parts --------------------------------------------------------------------------
 
-    def _settings(self, credentials: Credentials):
+    def _pipeline(self, settings: Settings, context: contextvars.Context | None, caller_key: str) -> Pipeline:
+        """A pipeline for one call. Its result cache entries are the caller's (by its key); an
+        anonymous call's results are not kept, as nobody could be served them again (unless the
+        cache is shared by everyone: cache_scope "process")."""
+        if settings.cache_scope == "process":
+            return self.host.pipeline(settings, context=context, cache_scope="process")
+        if caller_key:
+            scope = "caller:" + hashlib.sha256(caller_key.encode()).hexdigest()
+            return self.host.pipeline(settings, context=context, cache_scope=scope)
+        return self.host.pipeline(settings, context=context, cached=False)
+
+    def _settings(self, credentials: Credentials) -> Settings:
         choice = LLMChoice(credentials.base_url, credentials.model, credentials.api_key)
         try:
-            return self.chat.request_settings(choice)
+            return self.host.request_settings(choice)
         except ValueError as e:  # headers are the client's input, like the settings panel's fields
             raise InputRefused(f"Settings problem (X-LLM-* headers): {e}") from None
 
-    def _receive(self, files: Sequence[FileRef], ws: Workspace, settings, first: int = 1) -> list[Path]:
+    def _receive(
+        self, files: Sequence[FileRef], ws: Workspace, settings: Settings, first: int = 1
+    ) -> list[Path]:
         if len(files) > MAX_FILES:
             raise InputRefused(f"{len(files)} files were sent; at most {MAX_FILES} are accepted per request.")
         incoming = ws.root / "incoming"
@@ -227,7 +247,7 @@ class Calls:
                 f.ref,
                 incoming,
                 settings=settings,
-                max_bytes=self.chat.max_upload_bytes,
+                max_bytes=self.host.max_upload_bytes,
                 hint=f.hint,
                 number=n,
             )
@@ -237,21 +257,16 @@ class Calls:
     @contextmanager
     def _workspace(self) -> Iterator[Workspace]:
         """A fresh workspace for one call, deleted when the call ends (its files published first)."""
-        ws = Workspace.create(self.chat.workdir, "call-" + uuid.uuid4().hex)
+        ws = Workspace.create(self.host.workdir, "call-" + uuid.uuid4().hex)
         try:
             yield ws
         finally:
             shutil.rmtree(ws.root, ignore_errors=True)
 
-    @contextmanager
-    def _slot(self, cancelled: threading.Event) -> Iterator[bool]:
-        """Holds one of the requests-at-once slots; False when the client gave up waiting."""
-        held = self.chat.slots.acquire(cancelled)
-        try:
-            yield held
-        finally:
-            if held:
-                self.chat.slots.release()
+    def _slot(self, cancelled: threading.Event, caller: str) -> AbstractContextManager[bool]:
+        """Holds one of the requests-at-once slots; False when the client gave up waiting. Busy when
+        too many calls wait, in all or from `caller` (its address)."""
+        return self.host.slots.held(cancelled, caller=caller)
 
 
 T = TypeVar("T")
@@ -260,7 +275,7 @@ _END = object()
 
 async def drive(
     work: Callable[[threading.Event], Iterator[T]], *, heartbeat: float | None = None
-) -> AsyncIterator[T | None]:
+) -> AsyncGenerator[T | None, None]:
     """Run a blocking generator in its own thread; yield its items here as they come, and None
     after each `heartbeat` seconds without one (a streamed reply keeps its connection alive).
 

@@ -1,8 +1,8 @@
 """The chat logic behind the Gradio app: one request at a time per conversation, streamed.
 
-Nothing here is module-level state: a ChatApp holds the shared, read-only parts (catalog, model
-backends, LLM clients) and the table of conversations. The API key a person types lives only in
-the request that carries it and in the LLM client built for it.
+Nothing here is module-level state: the shared parts (catalog, model backends, LLM clients, the
+table of conversations) are the Host's (webui.host), which the API doors share. The API key a person
+types lives only in the request that carries it and in the LLM client built for it.
 """
 
 from __future__ import annotations
@@ -12,30 +12,25 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
-from hugginggpt import metrics
 from hugginggpt.artifacts import MEDIA_KINDS
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
-from hugginggpt.endpoints import Endpoint
 from hugginggpt.events import Done, ErrorKind, Event, Outcome
-from hugginggpt.factory import build_catalog
-from hugginggpt.llm import LLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.planfile import choices_as_ran
 from hugginggpt.records import TaskStatus
 
 from .backends import Backends
 from .conversations import Conversation, ConversationTable, TableFull
+from .host import CONFIGURE_HINT, Host
 from .render import RunView, user_message
 from .review_form import Draft, Origin
-from .session_settings import LLMChoice, merge_settings
+from .session_settings import LLMChoice
 from .slots import RunSlots
-from .status import status_line
-from .token_budget import DailyTokens
 from .uploads import check_upload
 
 log = logging.getLogger(__name__)
@@ -48,58 +43,53 @@ REVIEW_HINT = (
 )
 STOP_GRACE_SECONDS = 2.0  # after Stop, how long the run may take to wind down before the chat moves on
 
-CONFIGURE_HINT = (
-    "To fix this, open **Settings** below the chat and set the **LLM base URL** of an OpenAI-compatible "
-    "server (for example `https://api.openai.com/v1`, `https://router.huggingface.co/v1` for Hugging Face "
-    "Inference Providers, or `http://localhost:11434/v1` for a local Ollama), the **LLM model** it serves, "
-    "and an **API key** if it needs one. Whoever runs the app can set them for everyone with the environment "
-    "variables `HUGGINGGPT_LLM_BASE_URL`, `HUGGINGGPT_LLM_MODEL` and `OPENAI_API_KEY`."
-)
-
-__all__ = ["BUSY", "ChatApp", "Conversation", "LLMChoice"]
+__all__ = ["BUSY", "CONFIGURE_HINT", "ChatApp", "Conversation", "LLMChoice"]
 
 
 class ChatApp:
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        catalog: Catalog | None = None,
-        endpoint: Endpoint | None = None,
-        llm: LLM | None = None,
-        max_upload_bytes: int | None = None,
-        public_llm_only: bool | None = None,
-        max_conversations: int = 500,
-        concurrency: int | None = None,
-    ):
-        self.settings = settings
-        self.catalog = catalog if catalog is not None else build_catalog(settings)
-        self.max_upload_bytes = max_upload_bytes or settings.max_upload_bytes
-        # On a public app a typed base URL must not reach the host's private network.
-        self.public_llm_only = settings.is_public if public_llm_only is None else public_llm_only
-        self.workdir = Path(settings.workdir).resolve()
-        # A cap per address matters where strangers come; on a private app everyone is one person.
-        per_client = 20 if self.public_llm_only else max_conversations
-        self.conversations = ConversationTable(
-            self.workdir,
-            limit=max_conversations,
-            per_client=per_client,
-            leave_grace_seconds=settings.app_leave_grace_seconds,
-            welcome=self.welcome,
-        )
-        self.backends = Backends(settings, llm=llm, endpoint=endpoint, public=self.public_llm_only)
-        self._refused_entries = sum(": warning: " not in p for p in self.catalog.problems)
-        for problem in self.catalog.problems:  # the operator reads the details in the log
-            log.warning("catalog: %s", problem)
-        self.slots = RunSlots(concurrency or settings.app_concurrency)  # shared with the MCP and API doors
-        # On a public app, each visitor's LLM tokens a day (one table for every door).
-        self.tokens = DailyTokens(settings.visitor_daily_tokens if self.public_llm_only else 0)
-        metrics.watch(
-            slots_in_use=lambda: self.slots.running, conversations_open=lambda: len(self.conversations)
-        )
+    """The chat engine over a Host: one request at a time per conversation, streamed. Given
+    Settings (and the Host's keyword arguments) instead of a Host, it makes its own."""
 
-    def conversation(self, session: str, client: str = "") -> Conversation:
-        return self.conversations.get(session, client)
+    def __init__(self, host: Host | Settings, **services: Any):
+        self.host = host if isinstance(host, Host) else Host(host, **services)
+
+    # The host's parts the chat uses most, read through it (the host alone holds them).
+
+    @property
+    def settings(self) -> Settings:
+        return self.host.settings
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.host.catalog
+
+    @property
+    def conversations(self) -> ConversationTable:
+        return self.host.conversations
+
+    @property
+    def backends(self) -> Backends:
+        return self.host.backends
+
+    @property
+    def slots(self) -> RunSlots:
+        return self.host.slots
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return self.host.max_upload_bytes
+
+    @property
+    def public_llm_only(self) -> bool:
+        return self.host.public_llm_only
+
+    def conversation(self, session: str, client: str) -> Conversation:
+        """The session's conversation, made now if it has none (its first message): under the caps."""
+        return self.host.admit(session, client)
+
+    def find(self, session: str) -> Conversation | None:
+        """The session's conversation if it has one; looking never makes one (a page load makes none)."""
+        return self.host.find(session)
 
     def reset(self, session: str) -> None:
         """A new conversation for this session: fresh workspace and history."""
@@ -117,37 +107,10 @@ class ChatApp:
         return True
 
     def request_settings(self, choice: LLMChoice, *, resolve: bool = True) -> Settings:
-        """The server's settings with this session's choices; raises ValueError for bad input."""
-        return merge_settings(self.settings, choice, public=self.public_llm_only, resolve=resolve)
-
-    def llm_for(self, s: Settings) -> LLM:
-        return self.backends.llm_for(s)
-
-    def status(self, choice: LLMChoice) -> str:
-        try:
-            s = self.request_settings(choice, resolve=False)
-        except ValueError as e:
-            return f"**Settings problem:** {e}"
-        endpoint = self.backends.endpoint_for(s.inference).describe()
-        line = status_line(
-            s, endpoint=endpoint, catalog_size=len(self.catalog), catalog_problems=self._refused_entries
-        )
-        warm = self.backends.warm_state
-        return line + (f" · *{warm}*" if warm and warm != "ready" else "")
+        return self.host.request_settings(choice, resolve=resolve)
 
     def welcome(self) -> list[dict[str, Any]]:
-        if self.settings.uses_server:
-            return []
-        return [
-            {
-                "role": "assistant",
-                "content": (
-                    f"No LLM server is configured, so the controller is the local model "
-                    f"`{self.settings.local_llm_model}` (downloaded on first use, slow without a GPU). "
-                    + CONFIGURE_HINT
-                ),
-            }
-        ]
+        return self.host.welcome()
 
     # ---- one request --------------------------------------------------------------------------
 
@@ -178,7 +141,7 @@ class ChatApp:
             return
         conv.requests += 1
         user = [user_message(text, files)]
-        problems = [p for f in files if (p := check_upload(f, max_bytes=self.max_upload_bytes))]
+        problems = self._upload_problems(files)
         if problems:
             bad = [user_message(text or "(files only)", [])]
             conv.display += bad + [
@@ -193,7 +156,7 @@ class ChatApp:
             conv.display += user + [_note("What should I do with this file? Send it again with a request.")]
             yield conv.display, conv.traces, False
             return
-        spent = self.tokens.refusal(client)
+        spent = self.host.tokens.refusal(client)
         if spent:
             conv.display += user + [_note(spent)]
             yield conv.display, conv.traces, False
@@ -211,22 +174,24 @@ class ChatApp:
             session,
             text,
             user,
-            lambda cancel: self.tokens.counted(
+            lambda cancel: self.host.tokens.counted(
                 client, start(text, workspace=conv.workspace, files=paths, history=history, cancelled=cancel)
             ),
             poll=poll,
         )
 
+    def _upload_problems(self, files: list[str]) -> list[str]:
+        """What is wrong with each upload, checked (decoded) only while holding a slot: however many
+        messages wait, no more files are decoded at once than requests run (webui.slots)."""
+        if not files:
+            return []
+        with self.slots.held(threading.Event(), refuse_when_busy=False):
+            return [p for f in files if (p := check_upload(f, max_bytes=self.max_upload_bytes))]
+
     def pipeline_for(self, choice: LLMChoice, hf_token: str | None = None) -> Pipeline:
         """A pipeline with this session's settings; ValueError for a settings problem."""
         s = self.request_settings(choice)
-        return Pipeline(
-            llm=self.llm_for(s),
-            catalog=self.catalog,
-            endpoint=self.backends.endpoint_for(s.inference, contextvars.copy_context(), hf_token=hf_token),
-            settings=s,
-            cache=self.backends.cache,
-        )
+        return self.host.pipeline(s, context=contextvars.copy_context(), hf_token=hf_token)
 
     def stream_run(
         self,
@@ -305,7 +270,7 @@ class ChatApp:
         if done.trace_file:
             conv.traces = [*conv.traces, str(done.trace_file)]
         conv.display += view.messages
-        request_id = done.trace.get("request_id")
+        request_id = done.request_id or None
         if done.outcome is Outcome.PLANNED and done.plan is not None:
             conv.pending = Draft(text, done.plan, dict(done.choices), Origin.PLANNED, request_id)
             conv.pending_form = None
@@ -339,7 +304,8 @@ def _drive(
     except Exception:  # Pipeline.run reports failures in Done; anything else is a bug
         log.exception("the pipeline crashed")
     finally:
-        run.close()
+        if isinstance(run, Generator):  # a pipeline method's: its own clean-up runs now, not at GC
+            run.close()
         if conv.ended:  # the page was left mid-run: what the run wrote since goes too
             conv.delete_files()
         give_back()
@@ -353,7 +319,7 @@ def _give_back_when_given_up(cancel: threading.Event, give_back: Callable[[], No
 
 
 def _once(action: Callable[[], None]) -> Callable[[], None]:
-    lock, done = threading.Lock(), []
+    lock, done = threading.Lock(), list[bool]()
 
     def once() -> None:
         with lock:

@@ -13,9 +13,11 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from hugginggpt.cache import ResultCache
 from hugginggpt.llm import Message
 from hugginggpt.workspace import Workspace
 
@@ -43,6 +45,7 @@ class Conversation:
     pending: Draft | None = None  # a plan waiting for the person to review it (webui.review_form)
     pending_form: dict[str, Any] | None = None  # its form as last sent back, with the problems found
     last_run: Draft | None = None  # the plan of the last run, to edit and run again
+    forget_results: Callable[[], object] = lambda: None  # deletes its result cache entries
 
     def remove(self) -> None:
         """Stop its run and delete its files: the workspace and every copy served to the page."""
@@ -52,6 +55,7 @@ class Conversation:
         self.delete_files()
 
     def delete_files(self) -> None:
+        self.forget_results()
         shutil.rmtree(self.workspace.root, ignore_errors=True)
         for path in list(self.served):  # each copy sits alone in its own random folder (webui.files)
             shutil.rmtree(path.parent, ignore_errors=True)
@@ -73,6 +77,7 @@ class ConversationTable:
         leave_grace_seconds: float = 120.0,
         welcome: Callable[[], list] = list,
         clock: Callable[[], float] = time.monotonic,
+        cache: ResultCache | None = None,
     ):
         self.workdir = workdir
         self.limit = limit
@@ -81,11 +86,13 @@ class ConversationTable:
         self.leave_grace_seconds = leave_grace_seconds
         self.welcome = welcome
         self.clock = clock
+        self.cache = cache  # a conversation's entries (scope: its workspace) are deleted with it
         self._by_session: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, session: str, client: str = "") -> Conversation:
-        """The session's conversation, made on first use; TableFull when there is no room."""
+    def get(self, session: str, client: str) -> Conversation:
+        """The session's conversation, made on first use by a caller at address `client` (webui.callers;
+        "" when unknown, which counts as one address too); TableFull when there is no room."""
         with self._lock:
             ended = self._end_idle()
             conv = self._by_session.get(session)
@@ -93,6 +100,8 @@ class ConversationTable:
                 self._check_room(client)
                 workspace = Workspace.create(self.workdir, uuid.uuid4().hex)
                 conv = Conversation(workspace, client=client, display=self.welcome())
+                if self.cache is not None:
+                    conv.forget_results = partial(self.cache.forget_scope, str(workspace.root))
                 self._by_session[session] = conv
             conv.last_used = self.clock()
             conv.left_at = None  # its page is back
@@ -111,7 +120,7 @@ class ConversationTable:
             raise TableFull(
                 "The app is holding as many conversations as it can right now; try again in a few minutes."
             )
-        if client and sum(c.client == client for c in self._by_session.values()) >= self.per_client:
+        if sum(c.client == client for c in self._by_session.values()) >= self.per_client:
             raise TableFull(
                 f"Too many conversations from your address ({self.per_client}); close some tabs "
                 "or wait for them to time out."

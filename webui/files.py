@@ -40,8 +40,9 @@ class Publisher:
         copy = conv.copies.get(source)
         if copy is None or not copy.is_file():
             copy = self.cache_dir / secrets.token_hex(16) / source.name
-            copy.parent.mkdir(parents=True)
+            copy.parent.mkdir(mode=0o700, parents=True)
             shutil.copyfile(source, copy)
+            copy.chmod(0o600)
             conv.copies[source] = copy
             conv.served.add(copy)
         return str(copy)

@@ -23,7 +23,7 @@ from typing import Any
 
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
-from hugginggpt.endpoints import Endpoint, StopSignal
+from hugginggpt.endpoints import Endpoint, LocalEndpoint, StopSignal
 
 try:
     import spaces
@@ -120,10 +120,6 @@ class GPUEndpoint(Endpoint):
 
 def _prefetch(model: ModelCard) -> None:
     try:
-        import models_local
-    except ImportError:
-        return
-    try:
-        models_local.prefetch(model.source)
+        LocalEndpoint.prefetch(model)
     except Exception as exc:  # noqa: BLE001 (the call itself reports what is wrong, in its words)
         log.info("prefetching %s failed: %s", model.id, exc)

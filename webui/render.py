@@ -257,22 +257,8 @@ class RunView:
                 if attempt > 1:
                     _add(node, f"Attempt {attempt}: trying {model_link(model)}")
                 self._task_started[i] = self.clock()
-            case TaskFinished(
-                task_id=i, task=task, model=model, outputs=outputs, seconds=seconds, cached=cached
-            ):
-                self.models[i] = model
-                if cached:
-                    self.cached.add(i)
-                text = [_value_text(a) for a in outputs if a.path is None]
-                self.texts[i] = next((a.value for a in outputs if a.kind == ArtifactKind.TEXT), "")
-                node = self._set_state(i, task, "done", seconds=seconds)
-                if text:
-                    _add(node, "Result:\n" + "\n".join(text))
-                for a in outputs:
-                    if a.path is not None and a.kind in MEDIA_KINDS:
-                        media = self._media(i, task, model, a, outputs, seconds)
-                        self.messages.append(media)
-                        self._media_of.setdefault(i, []).append(media)
+            case TaskFinished():
+                self._finished(event)
             case TaskFailed(task_id=i, task=task, model=model, error=error, final=final, seconds=seconds):
                 who = model_link(model) if model else "the task"
                 if not final:
@@ -289,6 +275,7 @@ class RunView:
                 if self._answer is None:
                     self.feed(StageStarted(Stage.RESPOND))
                 self._answer_text += text
+                assert self._answer is not None  # the respond stage made it
                 self._answer["content"] = clean(self._answer_text)
             case Done() as done:
                 self._end(done)
@@ -303,6 +290,23 @@ class RunView:
         if self.plan is not None:
             self.plan = Plan([t for t in self.plan.tasks if t.id != i])
         self._refresh_plan()
+
+    def _finished(self, event: TaskFinished) -> None:
+        i, task, model, outputs = event.task_id, event.task, event.model, event.outputs
+        seconds = event.seconds
+        self.models[i] = model
+        if event.cached:
+            self.cached.add(i)
+        text = [_value_text(a) for a in outputs if a.path is None]
+        self.texts[i] = next((a.value for a in outputs if a.kind == ArtifactKind.TEXT), "")
+        node = self._set_state(i, task, "done", seconds=seconds)
+        if text:
+            _add(node, "Result:\n" + "\n".join(text))
+        for a in outputs:
+            if a.path is not None and a.kind in MEDIA_KINDS:
+                media = self._media(i, task, model, a, outputs, seconds)
+                self.messages.append(media)
+                self._media_of.setdefault(i, []).append(media)
 
     def _media(self, i: int, task: str, model: str, a: Artifact, outputs: list[Artifact], seconds: float):
         took = "from the cache" if i in self.cached else f"{seconds:.1f} s"

@@ -19,6 +19,7 @@ from hugginggpt.replay import plan_from_trace, read_trace
 from hugginggpt.seeds import MAX_SEED
 
 from .chat import BUSY, ChatApp, _note
+from .conversations import TableFull
 from .render import user_message
 from .review_form import Draft, Origin, describe_changes, form_for, read_back
 from .session_settings import LLMChoice
@@ -47,9 +48,11 @@ def edit_last_run(chat: ChatApp, session: str) -> dict[str, Any] | None:
     )
 
 
-def open_trace(chat: ChatApp, session: str, path: str | Path) -> tuple[dict[str, Any] | None, str]:
-    """A downloaded trace's plan, its models and seeds, for review; or why the file cannot be used."""
-    conv = chat.conversation(session)
+def open_trace(
+    chat: ChatApp, session: str, path: str | Path, *, client: str
+) -> tuple[dict[str, Any] | None, str]:
+    """A downloaded trace's plan, its models and seeds, for review; or why the file cannot be used.
+    A conversation's first act may be this: it is made here, under the caps, for the caller `client`."""
     path = Path(path)
     try:
         if path.stat().st_size > MAX_TRACE_BYTES:
@@ -61,6 +64,10 @@ def open_trace(chat: ChatApp, session: str, path: str | Path) -> tuple[dict[str,
     if not given.plan.tasks:
         return None, "That trace's plan has no task: there is nothing to run again."
     of = trace.get("request_id") if isinstance(trace.get("request_id"), str) else None
+    try:
+        conv = chat.conversation(session, client)
+    except TableFull as e:
+        return None, str(e)
     conv.pending, conv.pending_form = (
         Draft(given.request or "", given.plan, given.choices, Origin.TRACE, of),
         None,
@@ -72,7 +79,9 @@ def open_trace(chat: ChatApp, session: str, path: str | Path) -> tuple[dict[str,
 
 
 def cancel_review(chat: ChatApp, session: str) -> list[dict[str, Any]]:
-    conv = chat.conversation(session)
+    conv = chat.find(session)
+    if conv is None:
+        return chat.welcome()
     if conv.pending is not None and conv.cancel is None:
         conv.pending = conv.pending_form = None
         conv.display += [_note("The plan was cancelled; nothing ran.")]
@@ -91,7 +100,10 @@ def run_reviewed(
 ) -> Iterator[Update]:
     """Runs the plan under review as the form's values leave it; when the validator finds problems
     nothing runs and the form (pending_form) comes back with each problem beside its task."""
-    conv = chat.conversation(session)
+    conv = chat.find(session)
+    if conv is None:  # ended meanwhile (idle, or deleted in another tab)
+        yield chat.welcome(), [], False
+        return
     draft = conv.pending
     if draft is None:  # run or cancelled meanwhile (another tab of this conversation)
         yield conv.display, conv.traces, False
@@ -124,7 +136,10 @@ def regenerate(
 ) -> Iterator[Update]:
     """The last run again with a new seed for one task: it and what depends on it run, the rest
     comes from the cache, and the answer is written anew."""
-    conv = chat.conversation(session)
+    conv = chat.find(session)
+    if conv is None:
+        yield chat.welcome(), [], False
+        return
     draft = conv.last_run
     if draft is None or conv.cancel is not None:
         yield conv.display + ([_note(BUSY)] if conv.cancel is not None else []), conv.traces, False
@@ -140,7 +155,9 @@ def regenerate(
 
 
 def _run(chat, session, draft: Draft, plan, choices, label: str, choice, hf_token, poll) -> Iterator[Update]:
-    conv = chat.conversation(session)
+    conv = chat.find(session)
+    if conv is None:
+        return
     try:
         pipeline = chat.pipeline_for(choice, hf_token)
     except ValueError as e:

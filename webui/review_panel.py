@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import gradio
+
 from . import review_chat
 from .chat import ChatApp
 from .safe_html import plain
@@ -74,7 +76,7 @@ class Wiring:
         choice: Callable[..., Any],
         show: Callable[[str, list[dict[str, Any]], list[str]], tuple[Any, Any]],
         run_outputs: list[Any],
-        before_run: tuple[Callable[..., Any], list[Any], list[Any]],
+        before_run: tuple[Callable[..., Any], Any, Any],  # (fn, inputs, outputs) as Gradio takes them
         after_run: tuple[Callable[..., Any], list[Any], list[Any]],
     ):
         self.gr, self.controls, self.chat = gr, controls, chat
@@ -111,7 +113,7 @@ class Wiring:
     def _refresh_fn(self):
         gr, chat, session_of = self.gr, self.chat, self.session_of
 
-        def refresh(key: str, request: gr.Request):
+        def refresh(key: str, request: gradio.Request):
             form, regenerable, can_edit = state_of(chat, session_of(key, request))
             return form, regenerable, gr.Button(visible=can_edit), gr.Column(visible=True)
 
@@ -120,7 +122,7 @@ class Wiring:
     def _on_edit_last(self):
         gr, chat, session_of = self.gr, self.chat, self.session_of
 
-        def on_edit_last(key: str, request: gr.Request):
+        def on_edit_last(key: str, request: gradio.Request):
             form = review_chat.edit_last_run(chat, session_of(key, request))
             return form, [], gr.Button(visible=form is None), gr.Column(visible=True)
 
@@ -129,8 +131,10 @@ class Wiring:
     def _on_trace(self):
         gr, chat, session_of = self.gr, self.chat, self.session_of
 
-        def on_trace(path: str, key: str, request: gr.Request):
-            form, problem = review_chat.open_trace(chat, session_of(key, request), path)
+        def on_trace(path: str, key: str, request: gradio.Request):
+            form, problem = review_chat.open_trace(
+                chat, session_of(key, request), path, client=chat.host.caller(request)
+            )
             if problem:
                 gr.Warning(problem)
                 return gr.skip(), gr.skip(), gr.skip(), gr.skip()
@@ -171,7 +175,9 @@ class Wiring:
                     elem_id=f"regenerate-{task_id}",
                 )
 
-                def regenerate(request: gr.Request, key: str, *choice_values: Any, task_id: int = task_id):
+                def regenerate(
+                    request: gradio.Request, key: str, *choice_values: Any, task_id: int = task_id
+                ):
                     session = session_of(key, request)
                     updates = review_chat.regenerate(chat, session, task_id, choice(*choice_values))
                     yield from self._streamed(session, updates)
@@ -194,14 +200,14 @@ class Wiring:
                 cancel = gr.Button("Cancel", scale=0, elem_id="review-cancel")
         n_choice = len(self.choice_inputs)
 
-        def on_run(request: gr.Request, shown: Any, key: str, *values: Any):  # the request first: *values
+        def on_run(request: gradio.Request, shown: Any, key: str, *values: Any):  # the request first: *values
             session = session_of(key, request)
             reviewed = review_chat.run_reviewed(
                 chat, session, shown, values[n_choice:], choice(*values[:n_choice])
             )
             yield from self._streamed(session, reviewed)
 
-        def on_cancel(key: str, request: gr.Request):
+        def on_cancel(key: str, request: gradio.Request):
             session = session_of(key, request)
             messages = review_chat.cancel_review(chat, session)
             conv = chat.conversations.find(session)

@@ -4,17 +4,17 @@ the page; the status line says what will run."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .session_settings import LLMChoice
 
 if TYPE_CHECKING:
-    from .chat import ChatApp
+    from .host import Host
 
 FIELDS = ("base_url", "model")
 
 
-def field_problems(chat: ChatApp, choice: LLMChoice) -> dict[str, str]:
+def field_problems(host: Host, choice: LLMChoice) -> dict[str, str]:
     """{field: problem} for each typed field that is refused on its own (no DNS look-up here)."""
     problems = {}
     for name in FIELDS:
@@ -23,14 +23,15 @@ def field_problems(chat: ChatApp, choice: LLMChoice) -> dict[str, str]:
         if name == "base_url":
             alone = replace(alone, api_key=choice.api_key)
         try:
-            chat.request_settings(alone, resolve=False)
+            host.request_settings(alone, resolve=False)
         except ValueError as e:
             problems[name] = str(e)
     return problems
 
 
-def status_for(chat: ChatApp, choice: LLMChoice, problems: dict[str, str]) -> str:
+def status_for(host: Host, choice: LLMChoice, problems: dict[str, str]) -> str:
     """The status line for what a request would use; a refused field falls back to the server's value."""
-    usable = replace(choice, **{name: "" for name in problems})
-    line = chat.status(usable)
+    blank: dict[str, Any] = dict.fromkeys(problems, "")
+    usable = replace(choice, **blank)
+    line = host.status(usable)
     return line + (" · **Settings:** fix the field marked in Settings" if problems else "")

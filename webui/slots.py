@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from hugginggpt import metrics
 
@@ -17,11 +19,13 @@ class Busy(RuntimeError):
 
 
 class RunSlots:
-    def __init__(self, size: int, *, max_waiting: int = 64):
+    def __init__(self, size: int, *, max_waiting: int = 64, max_waiting_per_caller: int = 8):
         if size < 1:
             raise ValueError("at least one request must be able to run")
         self.size = size
         self.max_waiting = max_waiting
+        self.max_waiting_per_caller = max_waiting_per_caller  # one address cannot fill the queue alone
+        self._waiting_by: dict[str, int] = {}
         self._free = threading.BoundedSemaphore(size)
         self._lock = threading.Lock()
         self._waiting = 0
@@ -36,17 +40,28 @@ class RunSlots:
         return self._waiting
 
     def acquire(
-        self, cancelled: threading.Event, *, refuse_when_busy: bool = True, poll: float = 0.1
+        self,
+        cancelled: threading.Event,
+        *,
+        refuse_when_busy: bool = True,
+        caller: str | None = None,
+        poll: float = 0.1,
     ) -> bool:
         """Wait for a slot; False when `cancelled` is set first. Raises Busy (when `refuse_when_busy`)
-        if `max_waiting` requests already wait: a flood of API calls must not pile up threads."""
+        if `max_waiting` requests already wait, or `max_waiting_per_caller` from `caller` (an address,
+        webui.callers): a flood of API calls must not pile up threads, nor one caller's shut others out."""
         asked = time.perf_counter()
         if self._free.acquire(blocking=False):
             return self._started(asked)
         with self._lock:
             if refuse_when_busy and self._waiting >= self.max_waiting:
                 raise Busy(f"the server is busy: {self._waiting} requests are waiting; try again later")
+            mine = self._waiting_by.get(caller, 0) if caller is not None else 0
+            if refuse_when_busy and caller is not None and mine >= self.max_waiting_per_caller:
+                raise Busy(f"{mine} of your requests are already waiting; try again when they are answered")
             self._waiting += 1
+            if caller is not None:
+                self._waiting_by[caller] = mine + 1
         try:
             while not self._free.acquire(timeout=poll):
                 if cancelled.is_set():
@@ -55,6 +70,22 @@ class RunSlots:
         finally:
             with self._lock:
                 self._waiting -= 1
+                if caller is not None:
+                    self._waiting_by[caller] -= 1
+                    if not self._waiting_by[caller]:
+                        del self._waiting_by[caller]
+
+    @contextmanager
+    def held(
+        self, cancelled: threading.Event, *, refuse_when_busy: bool = True, caller: str | None = None
+    ) -> Iterator[bool]:
+        """A slot for the block (True), or False when `cancelled` was set while waiting."""
+        got = self.acquire(cancelled, refuse_when_busy=refuse_when_busy, caller=caller)
+        try:
+            yield got
+        finally:
+            if got:
+                self.release()
 
     def release(self) -> None:
         with self._lock:

@@ -46,7 +46,7 @@ class DailyTokens:
         try:
             for event in events:
                 if isinstance(event, Done) and self.limit:
-                    spent = int((event.trace.get("usage") or {}).get("total_tokens") or 0)
+                    spent = event.usage.total_tokens
                     with self._lock:
                         self._roll()
                         self._spent[visitor] = self._spent.get(visitor, 0) + spent

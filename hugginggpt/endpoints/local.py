@@ -25,6 +25,26 @@ class LocalEndpoint(Endpoint):
     def describe(self) -> str:
         return "local (in-process transformers/diffusers runtime)"
 
+    @staticmethod
+    def load_runtime() -> bool:
+        """Import the runtime now (torch, transformers, diffusers), so that a first call does not
+        wait for it; False when it is not installed."""
+        try:
+            import models_local  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    @staticmethod
+    def prefetch(model: ModelCard) -> None:
+        """Download the model's weights now, without loading them (ZeroGPU: before the GPU is held).
+        A no-op without the runtime; raises what the download raised."""
+        try:
+            import models_local
+        except ImportError:
+            return
+        models_local.prefetch(model.source)
+
     def can_run(self, model: ModelCard) -> bool:
         try:
             import models_local

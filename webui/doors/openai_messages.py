@@ -16,8 +16,8 @@ from typing import Any
 from hugginggpt.artifacts import ArtifactKind
 from hugginggpt.llm import Message
 
-from .api_files import MAX_FILES, InputRefused, Served
-from .calls import FileRef, Finished
+from ..api_files import MAX_FILES, InputRefused, Served
+from ..calls import FileRef, Finished
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
@@ -26,13 +26,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 
-from hugginggpt.cli import describe
 from hugginggpt.events import AnswerDelta, Done, ErrorKind, Outcome
+from hugginggpt.progress import describe
 
-from .api_files import MAX_FILES, InputRefused, result_json, root_url
-from .calls import Accepted, Calls, Credentials, Finished, TokensSpent, drive
+from ..api_files import MAX_FILES, InputRefused, result_json, root_url
+from ..calls import Accepted, Calls, Credentials, Finished, TokensSpent, drive
+from ..slots import Busy
 from .openai_messages import files_markdown, read_messages
-from .slots import Busy
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def error(
 class _API:
     def __init__(self, calls: Calls):
         self.calls = calls
-        self.keys = [k.encode() for k in calls.chat.settings.api_keys]
+        self.keys = [k.encode() for k in calls.host.settings.api_keys]
 
     def _refused(self, request: Request) -> Response | None:
         """None when the bearer token is one of the keys (compared in constant time)."""
@@ -118,7 +118,7 @@ class _API:
         if refused:
             return refused
         body = await _read_json(
-            request, limit=(MAX_FILES * self.calls.chat.max_upload_bytes * 4) // 3 + 1_000_000
+            request, limit=(MAX_FILES * self.calls.host.max_upload_bytes * 4) // 3 + 1_000_000
         )
         if isinstance(body, Response):
             return body
@@ -133,7 +133,9 @@ class _API:
         except InputRefused as e:
             return error(400, str(e), code="invalid_messages")
         credentials = Credentials.from_headers(request.headers)
+        caller_key = request.headers.get("authorization", "").partition(" ")[2].strip()  # checked above
         url = root_url(request)
+        caller = self.calls.host.caller(request)
         context = contextvars.copy_context()
 
         def work(cancelled: threading.Event):
@@ -145,7 +147,8 @@ class _API:
                 cancelled=cancelled,
                 history=conversation.history,
                 context=context,
-                visitor=request.client.host if request.client else "",
+                caller_key=caller_key,
+                caller=caller,
             )
 
         items = drive(work, heartbeat=HEARTBEAT_SECONDS)
@@ -199,7 +202,7 @@ class _Reply:
             return line + "\n", ""
         return "", ""
 
-    async def whole(self, items: AsyncIterator[Any], request: Request) -> Response:
+    async def whole(self, items: AsyncGenerator[Any, None], request: Request) -> Response:
         finished = None
         try:
             async with aclosing(items):
@@ -215,7 +218,7 @@ class _Reply:
         failure = _failure(finished)
         if failure is not None:
             return failure
-        assert finished is not None and finished.done is not None
+        assert finished is not None
         content = "".join(self.answer) + files_markdown(finished)
         message = {"role": "assistant", "content": content, "reasoning_content": "".join(self.reasoning)}
         return JSONResponse(
@@ -227,7 +230,7 @@ class _Reply:
             }
         )
 
-    async def stream(self, items: AsyncIterator[Any]) -> AsyncIterator[str]:
+    async def stream(self, items: AsyncGenerator[Any, None]) -> AsyncIterator[str]:
         finished, broken = None, False
         try:
             async with aclosing(items):
@@ -248,9 +251,9 @@ class _Reply:
             broken = True
         failure = error(500, INTERNAL, "server_error", "internal_error") if broken else _failure(finished)
         if failure is not None:
-            yield f"data: {failure.body.decode()}\n\n"
+            yield f"data: {bytes(failure.body).decode()}\n\n"
         else:
-            assert finished is not None and finished.done is not None
+            assert finished is not None
             files = files_markdown(finished)
             if files:
                 yield self._chunk({"content": files})
@@ -280,7 +283,7 @@ async def _until_accepted(items: AsyncIterator[Any], request: Request) -> Accept
 
 
 def _failure(finished: Finished | None) -> Response | None:
-    if finished is None or finished.done is None or finished.done.outcome is Outcome.CANCELLED:
+    if finished is None or finished.done.outcome is Outcome.CANCELLED:
         return error(499, "The request was cancelled.", code="cancelled")
     done: Done = finished.done
     if done.outcome is Outcome.FAILED:
@@ -290,27 +293,20 @@ def _failure(finished: Finished | None) -> Response | None:
 
 
 def _details(finished: Finished) -> dict[str, Any]:
-    assert finished.done is not None
-    return {
-        "request_id": finished.done.trace.get("request_id"),
-        **result_json(finished.done, finished.served),
-    }
+    return result_json(finished.done, finished.served)
 
 
 def _usage(done: Done) -> dict[str, Any]:
-    tokens = done.trace.get("tokens") or {}
-    prompt, completion = int(tokens.get("prompt") or 0), int(tokens.get("completion") or 0)
-    usage: dict[str, Any] = {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
+    usage = done.usage
+    spent: dict[str, Any] = {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+        "by_stage": usage.to_json()["by_stage"],  # added, as the cost below (at the operator's prices)
     }
-    spent = done.trace.get("usage") or {}
-    if spent:  # added fields: tokens by stage and, at the operator's prices, the cost
-        usage["by_stage"] = spent["by_stage"]
-        if spent.get("cost") is not None:
-            usage["cost"] = spent["cost"]
-    return usage
+    if usage.cost is not None:
+        spent["cost"] = usage.cost
+    return spent
 
 
 def _model_card() -> dict[str, Any]:

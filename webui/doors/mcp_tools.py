@@ -28,9 +28,9 @@ from hugginggpt import tasks as task_types
 from hugginggpt.artifacts import ArtifactKind
 from hugginggpt.events import Outcome
 
-from .api_files import InputRefused, Served, result_json, root_url, task_json
-from .calls import Calls, Credentials, FileRef, Finished, drive
-from .slots import Busy
+from ..api_files import InputRefused, Served, result_json, root_url, task_json
+from ..calls import Calls, Credentials, FileRef, Finished, drive
+from ..slots import Busy
 
 log = logging.getLogger(__name__)
 
@@ -76,16 +76,16 @@ def hugginggpt_tool(calls: Calls):
     async def hugginggpt(
         request: str,
         files: list[str] | None = None,
-        x_llm_base_url: gr.Header = None,
-        x_llm_model: gr.Header = None,
-        x_llm_api_key: gr.Header = None,
-        http: gr.Request = None,
+        x_llm_base_url: gr.Header | None = None,
+        x_llm_model: gr.Header | None = None,
+        x_llm_api_key: gr.Header | None = None,
+        http: gr.Request | None = None,
     ) -> tuple[str, dict | str]:
         # The docstring (HUGGINGGPT_DOC) is the tool's description for the client's LLM.
         refs = [FileRef(str(f), "file") for f in files or []]
         credentials = Credentials(x_llm_base_url or "", x_llm_model or "", x_llm_api_key or "")
         root_url = _root_url(http)
-        visitor = getattr(getattr(http, "client", None), "host", "") or ""  # for the daily token budget
+        caller = calls.host.caller(http)
         context = contextvars.copy_context()
 
         def work(cancelled: threading.Event):
@@ -96,12 +96,12 @@ def hugginggpt_tool(calls: Calls):
                 root_url=root_url,
                 cancelled=cancelled,
                 context=context,
-                visitor=visitor,
+                caller=caller,
             )
 
         finished = await _finish(work)
         done = finished.done
-        if done is None or done.outcome is Outcome.CANCELLED:
+        if done.outcome is Outcome.CANCELLED:
             raise gr.Error("The request was cancelled.")
         if done.outcome is Outcome.FAILED:
             raise gr.Error(f"{done.error} ({done.error_kind})")
@@ -149,16 +149,24 @@ def task_tool(calls: Calls, task: str):
         values = dict(bound.arguments)
         http, model = values.pop("http", None), values.pop("model", None)
         root_url = _root_url(http)
+        caller = calls.host.caller(http)
         context = contextvars.copy_context()
 
         def work(cancelled: threading.Event):
             return calls.task_call(
-                task, values, model=model, root_url=root_url, cancelled=cancelled, context=context
+                task,
+                values,
+                model=model,
+                root_url=root_url,
+                cancelled=cancelled,
+                context=context,
+                caller=caller,
             )
 
         finished = await _finish(work)
         if not finished.records:
-            raise gr.Error("The call was cancelled.")
+            failed = finished.done.outcome is Outcome.FAILED
+            raise gr.Error(f"{task} failed: {finished.done.error}" if failed else "The call was cancelled.")
         record = finished.records[0]
         if str(record.status) != "done":
             raise gr.Error(f"{task} failed: {record.error}")

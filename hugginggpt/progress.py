@@ -1,0 +1,63 @@
+"""A run's events as lines of progress, one per event: the CLI's stderr and the OpenAI-compatible
+API's reasoning both show them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .events import (
+    Done,
+    Event,
+    ModelSelected,
+    PlanReady,
+    PlanRejected,
+    StageStarted,
+    TaskDropped,
+    TaskFailed,
+    TaskFinished,
+    TaskPlanned,
+    TaskSkipped,
+    TaskStarted,
+)
+from .usage import describe as describe_usage
+
+
+def describe(event: Event, root: Path) -> str | None:
+    """One line per event for the terminal."""
+    match event:
+        case StageStarted(stage=stage):
+            return f"[{stage}] ..."
+        case PlanRejected(attempt=attempt, problems=problems):
+            return f"[plan] attempt {attempt} rejected, asking for a fix: " + "; ".join(problems)
+        case PlanReady(plan=plan):
+            if not plan.tasks:
+                return "[plan] no model needed: answering directly"
+            steps = ", ".join(f"{t.id}:{t.task}" + (f"<-{t.dep}" if t.dep else "") for t in plan.tasks)
+            return f"[plan] {len(plan)} task(s): {steps}"
+        case TaskPlanned(task=t):
+            after = f"<-{t.dep}" if t.dep else ""
+            return f"[plan] task {t.id}:{t.task}{after} (the LLM is still writing the plan)"
+        case TaskDropped(task_id=i, reason=reason):
+            return f"[task {i}] dropped: {reason}"
+        case ModelSelected(task_id=i, task=task, model=model, reason=reason):
+            return f"[select] task {i} {task}: {model} ({reason})"
+        case TaskStarted(task_id=i, task=task, model=model, attempt=attempt):
+            return f"[task {i}] {task} with {model}" + (f" (attempt {attempt})" if attempt > 1 else "")
+        case TaskFinished(task_id=i, outputs=outputs, seconds=seconds, cached=cached, seed=seed):
+            how = " from the cache" if cached else ""
+            seeded = f" (seed {seed})" if seed is not None else ""
+            return f"[task {i}] done{how} in {seconds:.2f} s{seeded}: " + "; ".join(
+                a.describe(root)[:120] for a in outputs
+            )
+        case TaskFailed(task_id=i, model=model, error=error, final=final):
+            return f"[task {i}] {model or 'task'} failed: {error}" + (
+                "" if final else "; trying the next model"
+            )
+        case TaskSkipped(task_id=i, reason=reason):
+            return f"[task {i}] skipped: {reason}"
+        case Done(outcome=outcome, timings=timings, usage=usage) as done:
+            seconds = timings.get("total", 0)
+            ending = "" if done.ok else f" ({outcome})"
+            spent = f", {describe_usage(usage.to_json())}" if usage.total_tokens else ""
+            return f"[done] {done.llm_calls} LLM call(s), {seconds:.2f} s{spent}{ending}"
+    return None

@@ -1,0 +1,57 @@
+"""What the commands share (`python -m hugginggpt`, its `replay`): the controller-LLM flags, settings
+from them, and following a run's events in the terminal."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TextIO
+
+from .config import Settings, load_settings
+from .events import AnswerDelta, Done, Event
+from .progress import describe
+
+
+def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
+    """The controller-LLM flags, shared by every command that talks to the LLM."""
+    group = parser.add_argument_group("controller LLM")
+    group.add_argument(
+        "--llm-base-url", metavar="URL", help="an OpenAI-compatible server, e.g. http://localhost:8000/v1"
+    )
+    group.add_argument("--llm-model", metavar="NAME", help="the model name the server knows")
+    group.add_argument(
+        "--llm-api-key", metavar="KEY", help="API key (default: HUGGINGGPT_LLM_API_KEY or OPENAI_API_KEY)"
+    )
+    group.add_argument("--config", metavar="FILE", help="a YAML settings file (default: HUGGINGGPT_CONFIG)")
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    settings = load_settings(getattr(args, "config", None))
+    return settings.with_overrides(
+        llm_base_url=args.llm_base_url,
+        llm_model=args.llm_model,
+        llm_api_key=args.llm_api_key,
+        inference=getattr(args, "inference", None),
+        top_k=getattr(args, "top_k", None),
+        catalog_paths=tuple(settings.catalog_paths) + tuple(getattr(args, "catalog", None) or ()) or None,
+        allow_urls=True if getattr(args, "allow_urls", False) else None,
+    )
+
+
+def follow(events: Iterable[Event], root: Path, *, stdout: TextIO, stderr: TextIO, stream: bool) -> Done:
+    """Show a run's events as they come (stages on stderr, the answer streamed to stdout); its Done."""
+    done: Done | None = None
+    for event in events:
+        if isinstance(event, AnswerDelta) and stream:
+            stdout.write(event.text)
+            stdout.flush()
+        line = describe(event, root)
+        if line:
+            print(line, file=stderr, flush=True)
+        if isinstance(event, Done):
+            done = event
+    assert done is not None
+    if stream and done.answer:
+        stdout.write("\n")
+    return done

@@ -1,0 +1,69 @@
+"""The web layer's seams, read from the source: the doors sit over the host, never over each other or
+the page; nothing in the web layer reaches the model runtime but through the core's local endpoint;
+no function in the page or the web layer is too long to read at once."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WEB = sorted((ROOT / "webui").rglob("*.py"))
+MAX_FUNCTION_LINES = 80
+
+
+def imported(path: Path) -> set[str]:
+    """Every module `path` imports, relative imports made absolute."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            module = f"{base}.{node.module}" if node.level and node.module else node.module or base
+            names.add(module)
+            names |= {f"{module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def test_no_door_imports_another_door_or_the_page():
+    doors = [p for p in WEB if p.parent.name == "doors" and p.name != "__init__.py"]
+    assert {p.stem for p in doors} >= {"openai_api", "mcp_tools"}
+    for door in doors:
+        others = {f"webui.doors.{p.stem}" for p in doors if p != door and p.stem != "openai_messages"}
+        names = imported(door)
+        assert not names & others, f"{door.name} imports another door"
+        assert not any(n == "app" or n.startswith(("webui.chat", "webui.review_")) for n in names), door.name
+
+
+def test_the_web_layer_reaches_the_model_runtime_only_through_the_core():
+    for path in [*WEB, ROOT / "app.py"]:
+        assert not any(n.split(".")[0] == "models_local" for n in imported(path)), path.name
+
+
+def test_no_function_of_the_page_or_the_web_layer_is_over_80_lines():
+    long = []
+    for path in [*WEB, ROOT / "app.py"]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.name}:{node.name} ({lines} lines)")
+    assert not long
+
+
+def test_no_two_modules_of_the_core_import_each_other():
+    """cli and replay, events and selection, pipeline and request_run once did (lazily, or for types);
+    a package's __init__ gathering its own modules is not a cycle."""
+    core = ROOT / "hugginggpt"
+    modules = {}
+    for path in core.rglob("*.py"):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        modules[name] = path
+    deps = {name: {m for m in imported(path) if m in modules and m != name} for name, path in modules.items()}
+    both = {
+        tuple(sorted((a, b)))
+        for a in deps
+        for b in deps[a]
+        if a in deps[b] and not (b.startswith(a + ".") or a.startswith(b + "."))
+    }
+    assert not both
