@@ -60,7 +60,14 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         top_k=getattr(args, "top_k", None),
         catalog_paths=tuple(settings.catalog_paths) + tuple(getattr(args, "catalog", None) or ()) or None,
         allow_urls=True if getattr(args, "allow_urls", False) else None,
+        max_model_gb=getattr(args, "max_model_gb", None),
+        max_download_gb=getattr(args, "max_download_gb", None),
+        licenses=_licences(getattr(args, "licenses", None)),
     )
+
+
+def _licences(raw: str | None) -> tuple[str, ...] | None:
+    return tuple(x.strip() for x in raw.split(",") if x.strip()) if raw is not None else None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -88,6 +95,24 @@ def parser() -> argparse.ArgumentParser:
         "--top-k", type=int, metavar="K", help="candidates per task offered to the LLM (default 5)"
     )
     p.add_argument("--allow-urls", action="store_true", help="let plans fetch public http(s) URLs")
+    limits = p.add_argument_group("limits on the models a request may use (0: none)")
+    limits.add_argument(
+        "--max-model-gb",
+        type=float,
+        metavar="GB",
+        help="the largest model to run here (HUGGINGGPT_MAX_MODEL_GB)",
+    )
+    limits.add_argument(
+        "--max-download-gb",
+        type=float,
+        metavar="GB",
+        help="the most one request may download (HUGGINGGPT_MAX_DOWNLOAD_GB)",
+    )
+    limits.add_argument(
+        "--licenses",
+        metavar="LIST",
+        help="the model licences allowed, e.g. mit,apache-2.0 (HUGGINGGPT_LICENSES)",
+    )
     plans = p.add_mutually_exclusive_group()
     plans.add_argument(
         "--plan-only", action="store_true", help="print the checked plan and its models; run nothing"
@@ -301,5 +326,10 @@ def describe(event: Event, root: Path) -> str | None:
         case Done(outcome=outcome, trace=trace) as done:
             seconds = trace.get("timings", {}).get("total", 0)
             ending = "" if done.ok else f" ({outcome})"
-            return f"[done] {done.llm_calls} LLM call(s), {seconds:.2f} s{ending}"
+            compared = [  # the estimate beside what it took, for the models that ran
+                f"[task {row['id']}] estimated {row['estimated_seconds']} s, took {row['seconds']} s"
+                for row in trace.get("estimates", [])
+                if not row["cached"]
+            ]
+            return "\n".join([*compared, f"[done] {done.llm_calls} LLM call(s), {seconds:.2f} s{ending}"])
     return None

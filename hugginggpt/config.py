@@ -55,6 +55,10 @@ class Settings:
     top_k: int = 5
     catalog_paths: tuple[str, ...] = ()
     candidate_tokens: int = 120  # per candidate description in the selection prompt
+    # Limits on the models a request may use (limits.py); 0 or empty: none.
+    max_model_gb: float = 0.0  # the weights of one model run on this machine
+    max_download_gb: float = 0.0  # everything one request downloads
+    licenses: tuple[str, ...] = ()  # the model licences allowed, e.g. mit, apache-2.0
     # Execution.
     max_workers: int = 4
     task_timeout: float = 300.0
@@ -119,6 +123,8 @@ class Settings:
         if self.cache_scope not in CACHE_SCOPES:
             scopes = ", ".join(CACHE_SCOPES)
             raise ValueError(f"cache_scope must be one of {scopes}, not {self.cache_scope!r}")
+        if self.max_model_gb < 0 or self.max_download_gb < 0:
+            raise ValueError("max_model_gb and max_download_gb must not be negative (0: no limit)")
         if self.cache_max_bytes < 0 or not 0 <= self.seed < 2**31:
             raise ValueError("cache_max_bytes must not be negative; seed is from 0 to 2**31 - 1")
 
@@ -179,7 +185,7 @@ def _coerce(name: str, value: Any) -> Any:
     if name == "catalog_paths":
         paths = value.split(os.pathsep) if isinstance(value, str) else value
         return tuple(str(p) for p in paths if str(p).strip())
-    if name in ("allowed_local_llms", "api_keys"):
+    if name in ("allowed_local_llms", "api_keys", "licenses"):
         names = value.split(",") if isinstance(value, str) else value
         return tuple(str(n).strip() for n in names if str(n).strip())
     if isinstance(default, bool) or name in ("public", "oauth"):

@@ -37,11 +37,12 @@ class PickSource(StrEnum):
     SELECTION_FAILED = "selection_failed"  # the selection call failed: the top-ranked one is used
     NO_CANDIDATE = "no_candidate"  # no model in the catalog can run the task here
     GIVEN = "given"  # named by the user: a plan file, an edit, a replayed trace
+    LIMIT = "limit"  # the pick would break the user's limits (limits.py): a smaller candidate is used
 
     @property
     def replaced(self) -> bool:
         """The LLM was asked but its pick is not what runs."""
-        return self in (PickSource.NOT_A_CANDIDATE, PickSource.SELECTION_FAILED)
+        return self in (PickSource.NOT_A_CANDIDATE, PickSource.SELECTION_FAILED, PickSource.LIMIT)
 
 
 class Outcome(StrEnum):

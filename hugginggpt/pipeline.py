@@ -13,6 +13,7 @@ from .cache import ResultCache
 from .catalog import Catalog
 from .config import Settings
 from .endpoints import Endpoint
+from .estimate import Estimator
 from .events import Done, ErrorKind, Event, Outcome
 from .llm import LLM, Message
 from .plan import FileRules, Plan, validate_plan
@@ -42,6 +43,7 @@ class Pipeline:
         self.endpoint = endpoint
         self.settings = settings or Settings()
         self.cache = cache  # None: every task runs (factory.build_cache makes one from the settings)
+        self.estimator = Estimator(Path(self.settings.workdir) / ".estimates")  # learnt seconds, sizes
 
     def run(
         self,

@@ -21,8 +21,20 @@ from typing import TYPE_CHECKING, Any
 from . import urlguard
 from .artifacts import kind_of_file
 from .cache import CachingEndpoint
-from .events import Done, ErrorKind, Event, ModelSelected, Outcome, PlanReady, Stage, StageStarted
+from .estimate import side_by_side
+from .events import (
+    Done,
+    ErrorKind,
+    Event,
+    ModelSelected,
+    Outcome,
+    PickSource,
+    PlanReady,
+    Stage,
+    StageStarted,
+)
 from .execute import ExecutionSettings, RunContext, execute_steps
+from .limits import LimitRefused, Limits, Screen
 from .llm import LLMError, Message
 from .plan import FileRules, Plan, PlanLimits
 from .planner import FileInfo, PlanOutcome, plan_steps, trim_history
@@ -156,6 +168,7 @@ class RequestRun:
             "answer_incomplete": self.incomplete,
             "error": error,
             "error_kind": kind and str(kind),
+            "estimates": side_by_side(self.choices or {}, self.records),
         }
         trace = self._save_trace(end)
         trace_file = self.trace_path if self.trace_saved else None
@@ -240,6 +253,7 @@ class RequestRun:
                 yield ModelSelected(c.task_id, c.task, c.model.id, c.reason, candidates, c.source)
         open_tasks = Plan([t for t in plan.tasks if t.id not in given])
         selected: dict[int, Choice] = {}
+        screen = Screen(Limits.from_settings(self.s), self.p.estimator, self.p.endpoint)
         with self._timed(Stage.SELECT):
             if open_tasks.tasks:  # one LLM call at most, and only for tasks with a real choice
                 selected = yield from select_steps(
@@ -247,11 +261,20 @@ class RequestRun:
                     open_tasks,
                     self.p.catalog,
                     self.request,
-                    runnable=self.p.endpoint.can_run,
+                    runnable=screen.runnable(self.p.endpoint.can_run),
                     k=self.s.top_k,
                     candidate_tokens=self.s.candidate_tokens,
                 )
-        self.choices = with_seeds(plan, {**given, **selected}, self.s.seed, self.mode.seeds)
+            try:  # estimates, and the limits kept before any model runs
+                screened = screen.finish(plan, {**given, **selected})
+            except LimitRefused as e:
+                raise _Failed(ErrorKind.LIMIT, f"No model fits your limits: {e}.") from None
+        for c in screened.values():  # a pick swapped for a smaller download is shown again
+            if c.model is not None and c.source is PickSource.LIMIT:
+                yield ModelSelected(
+                    c.task_id, c.task, c.model.id, c.reason, [m.id for m in c.candidates], c.source
+                )
+        self.choices = with_seeds(plan, screened, self.s.seed, self.mode.seeds)
         return self.choices
 
     def _execute_stage(self, plan: Plan, choices: dict[int, Choice]) -> Generator[Event, None, None]:
@@ -278,6 +301,7 @@ class RequestRun:
         )
         with self._timed(Stage.EXECUTE):
             self.records = yield from execute_steps(plan, choices, ctx)
+        self.p.estimator.learn(choices, self.records)
 
     def _respond_stage(self) -> Generator[Event, None, None]:
         yield StageStarted(Stage.RESPOND)

@@ -11,8 +11,10 @@ import json_repair
 from . import prompts
 from .catalog import Catalog, ModelCard
 from .catalog import prompt_lines as catalog_prompt_lines
+from .estimate import Estimate
 from .events import ModelSelected, PickSource
 from .jsontext import first_json_value
+from .limits import Excluded
 from .llm import LLM, LLMError
 from .plan import Plan, Task, nesting_depth
 
@@ -37,6 +39,8 @@ class Choice:
     candidates: tuple[ModelCard, ...] = ()
     source: PickSource = PickSource.LLM
     seed: int | None = None  # for tasks whose model samples (seeds.py); None: the model's own randomness
+    estimate: Estimate | None = None  # what the model will take (limits.Screen adds it)
+    excluded: tuple[Excluded, ...] = ()  # candidates the user's limits left out, with why
 
     def fallbacks(self) -> list[ModelCard]:
         """The chosen model first, then the other candidates in rank order."""
@@ -52,6 +56,8 @@ class Choice:
             "source": str(self.source),
             "substituted": self.source.replaced,
             "seed": self.seed,
+            "estimate": self.estimate.to_json() if self.estimate else None,
+            "excluded": [e.to_json() for e in self.excluded],
         }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from ..artifacts import Artifact
 from ..catalog import ModelCard
 from ..text import shorten
-from .base import Endpoint, EndpointError, ModelUnavailable, Stopped, StopSignal
+from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal
 
 
 class LocalEndpoint(Endpoint):
@@ -29,6 +29,21 @@ class LocalEndpoint(Endpoint):
         return models_local.can_run(
             model.task, model.source, library=model.library, size_bytes=model.size_bytes
         )
+
+    def footprint(self, model: ModelCard) -> Footprint:
+        """Measured from the files when the model is in a folder or the HF cache (nothing to
+        download); else the catalog's size is what would be downloaded and loaded."""
+        import models_local
+
+        if model.library == "builtin":  # no weights
+            return Footprint("local", 0, 0, 0)
+        found = models_local.footprint_of(model.source)
+        where = f"local:{found['device']}"
+        if found["download_bytes"] is None:
+            size = model.size_bytes
+            memory = size // 2 if size is not None and found["half"] else size
+            return Footprint(where, size, memory, size)
+        return Footprint(where, 0, found["memory_bytes"], found["weights_bytes"] or model.size_bytes)
 
     def run(
         self,
