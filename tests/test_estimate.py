@@ -264,3 +264,26 @@ def test_limits_come_from_the_environment_and_the_command_line(server, tiny, tmp
     code, out, err = cli("--plan-only", "--licenses", "wtfpl")
     assert code == 1 and "text-classification: no candidate has an allowed licence (wtfpl)" in err
     assert "allowing mit would let tiny/cls run" in err
+
+
+def test_catalog_refresh_stores_the_size_the_runtime_downloads_and_the_licence(tmp_path):
+    from hugginggpt.catalog.__main__ import main as catalog_main
+
+    files = {"model.safetensors": 4_000_000, "model.fp16.safetensors": 2_000_000, "config.json": 500}
+    models = [
+        HubModel("acme/sum", "summarization", downloads=9, card_data={"license": "apache-2.0"}, files=files),
+        HubModel("acme/bare", "summarization", downloads=1),  # no listing: size and licence stay unknown
+    ]
+    out = tmp_path / "refreshed.jsonl"
+    with loopback_only(), FakeHub(models) as hub:
+        from huggingface_hub import constants
+
+        before, constants.ENDPOINT = constants.ENDPOINT, hub.url
+        try:
+            code = catalog_main(["refresh", "--task", "summarization", "--quiet", "--out", str(out)])
+        finally:
+            constants.ENDPOINT = before
+    assert code == 0
+    rows = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert rows["acme/sum"]["size_bytes"] == 4_000_000 and rows["acme/sum"]["license"] == "apache-2.0"
+    assert "size_bytes" not in rows["acme/bare"] and "license" not in rows["acme/bare"]
