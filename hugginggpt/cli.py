@@ -22,6 +22,7 @@ from .config import INFERENCE_MODES, Settings, load_settings
 from .events import (
     AnswerDelta,
     Done,
+    Estimated,
     Event,
     ModelSelected,
     PlanReady,
@@ -309,6 +310,9 @@ def describe(event: Event, root: Path) -> str | None:
             return f"[plan] {len(plan)} task(s): {steps}"
         case ModelSelected(task_id=i, task=task, model=model, reason=reason):
             return f"[select] task {i} {task}: {model} ({reason})"
+        case Estimated(task_id=i, estimate=estimate, excluded=excluded):
+            left_out = "".join(f"\n[select] task {i}: left out {e.id}: {e.why}" for e in excluded)
+            return f"[estimate] task {i}: {estimate.line()}{left_out}"
         case TaskStarted(task_id=i, task=task, model=model, attempt=attempt):
             return f"[task {i}] {task} with {model}" + (f" (attempt {attempt})" if attempt > 1 else "")
         case TaskFinished(task_id=i, outputs=outputs, seconds=seconds, cached=cached, seed=seed):

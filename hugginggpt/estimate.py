@@ -70,6 +70,17 @@ class Estimate:
             f"{seconds}{learnt if self.seconds is not None else ''}, cost {cost} ({self.where})"
         )
 
+    def short(self) -> str:
+        """In a few words, for a plan's list and diagram: "0.4 s / 12 MB in memory / 1 GB to download"."""
+        parts = ["? s" if self.seconds is None else f"{self.seconds:.2g} s"]
+        if self.memory_bytes:
+            parts.append(f"{size_text(self.memory_bytes)} in memory")
+        if self.download_bytes != 0:
+            parts.append(f"{size_text(self.download_bytes)} to download")
+        if self.cost_usd is not None:
+            parts.append(f"{self.cost_usd:.4g} USD")
+        return " / ".join(parts)
+
 
 def size_text(n: int | None) -> str:
     if n is None:

@@ -18,6 +18,8 @@ from .plan import Plan
 from .records import TaskRecord
 
 if TYPE_CHECKING:  # selection imports this module
+    from .estimate import Estimate
+    from .limits import Excluded
     from .selection import Choice
 
 
@@ -88,6 +90,18 @@ class ModelSelected:
     reason: str
     candidates: list[str]
     source: PickSource = PickSource.LLM
+
+
+@dataclass(frozen=True)
+class Estimated:
+    """What a task's chosen model will take (estimate.py), and the candidates the user's limits
+    left out; after selection, before anything runs."""
+
+    task_id: int
+    task: str
+    model: str
+    estimate: Estimate
+    excluded: tuple[Excluded, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,6 +180,7 @@ Event = (
     | PlanRejected
     | PlanReady
     | ModelSelected
+    | Estimated
     | TaskStarted
     | TaskFinished
     | TaskFailed

@@ -25,6 +25,7 @@ from .estimate import side_by_side
 from .events import (
     Done,
     ErrorKind,
+    Estimated,
     Event,
     ModelSelected,
     Outcome,
@@ -274,6 +275,8 @@ class RequestRun:
                 yield ModelSelected(
                     c.task_id, c.task, c.model.id, c.reason, [m.id for m in c.candidates], c.source
                 )
+            if c.model is not None and c.estimate is not None:
+                yield Estimated(c.task_id, c.task, c.model.id, c.estimate, c.excluded)
         self.choices = with_seeds(plan, screened, self.s.seed, self.mode.seeds)
         return self.choices
 

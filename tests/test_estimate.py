@@ -4,11 +4,10 @@ requests through the pipeline against the fake LLM server."""
 
 import io
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from fakes.endpoints import FakeEndpoint
+from fakes.endpoints import SizedEndpoint
 from fakes.hf_inference_server import loopback_only
 from fakes.hub_server import FakeHub, HubModel
 from fakes.llm_server import FakeLLMServer
@@ -16,7 +15,7 @@ from fakes.llm_server import FakeLLMServer
 from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.cli import main
 from hugginggpt.config import Settings, load_settings
-from hugginggpt.endpoints import Footprint, LocalEndpoint
+from hugginggpt.endpoints import LocalEndpoint
 from hugginggpt.estimate import Estimator
 from hugginggpt.events import Done, ErrorKind, Outcome, PickSource
 from hugginggpt.llm import OpenAICompatibleLLM
@@ -25,17 +24,6 @@ from hugginggpt.workspace import Workspace
 from models_local.sizing import folder_size
 
 GB = 10**9
-
-
-@dataclass
-class SizedEndpoint(FakeEndpoint):
-    """The fake endpoint, with each model's footprint as given: (size, download) in bytes."""
-
-    sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
-
-    def footprint(self, model: ModelCard) -> Footprint:
-        size, download = self.sizes.get(model.id, (0, 0))
-        return Footprint("local:cpu", download, size, size)
 
 
 def card(model_id: str, task: str, downloads: int, licence: str = "mit") -> ModelCard:

@@ -30,15 +30,20 @@ def label(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def plan_mermaid(plan: Plan, states: dict[int, str], models: dict[int, str]) -> str:
-    """A fenced ```mermaid block; '' when there is nothing (or too much) to draw."""
+def plan_mermaid(
+    plan: Plan, states: dict[int, str], models: dict[int, str], estimates: dict[int, str] | None = None
+) -> str:
+    """A fenced ```mermaid block; '' when there is nothing (or too much) to draw. `estimates`: what
+    each task's model is estimated to take, in a few words."""
     if not plan.tasks or len(plan.tasks) > MAX_TASKS:
         return ""
     lines = ["```mermaid", "flowchart LR"]
     for t in plan.tasks:
         state = states.get(t.id, "waiting")
         model = models.get(t.id)
+        estimate = (estimates or {}).get(t.id)
         parts = [f"{t.id} · {label(t.task)}", label(model) if model else "", STYLES[state][3]]
+        parts.insert(2, label(estimate, 60) if estimate else "")
         lines.append(f'  t{t.id}["{"<br/>".join(p for p in parts if p)}"]:::{state}')
     ids = {t.id for t in plan.tasks}
     for t in plan.tasks:

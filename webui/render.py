@@ -24,6 +24,7 @@ from hugginggpt.artifacts import MEDIA_KINDS, Artifact, ArtifactKind
 from hugginggpt.events import (
     AnswerDelta,
     Done,
+    Estimated,
     Event,
     ModelSelected,
     Outcome,
@@ -76,9 +77,11 @@ def state_badge(state: str) -> str:
     return f'<span class="hg-state hg-{state.replace(" ", "-")}">{MARKS[state]} {state}</span>'
 
 
-def plan_markdown(plan: Plan, states: dict[int, str] | None = None) -> str:
-    """A readable numbered list of tasks, their arguments and what each waits for (the diagram's
-    text for screen readers)."""
+def plan_markdown(
+    plan: Plan, states: dict[int, str] | None = None, estimates: dict[int, str] | None = None
+) -> str:
+    """A readable numbered list of tasks, their arguments, what each waits for and what its model
+    is estimated to take (the diagram's text for screen readers)."""
     if not plan.tasks:
         return "No model is needed for this request: answering directly."
     lines = []
@@ -87,7 +90,8 @@ def plan_markdown(plan: Plan, states: dict[int, str] | None = None) -> str:
         after = [d for d in t.dep if d >= 0]
         waits = f" · after task {', '.join(map(str, after))}" if after else " · starts at once"
         state = f" · {MARKS[states[t.id]]} {states[t.id]}" if states and t.id in states else ""
-        lines.append(f"{t.id}. **{plain(t.task)}** ({args}){waits}{state}")
+        cost = f" · {plain(estimates[t.id])}" if estimates and t.id in estimates else ""
+        lines.append(f"{t.id}. **{plain(t.task)}** ({args}){waits}{state}{cost}")
     return "\n".join(lines)
 
 
@@ -120,6 +124,7 @@ class RunView:
         self.rejections: list[tuple[int, list[str]]] = []
         self.states: dict[int, str] = {}
         self.models: dict[int, str] = {}
+        self.estimates: dict[int, str] = {}  # task id -> its model's estimate, in a few words
         self.texts: dict[int, str] = {}  # each task's text output, to name what a later task used
         self.cached: set[int] = set()  # tasks served from the result cache
         self._tasks: dict[int, dict[str, Any]] = {}
@@ -162,8 +167,8 @@ class RunView:
         parts = []
         if self.plan is not None:
             parts += [
-                plan_mermaid(self.plan, self.states, self.models),
-                plan_markdown(self.plan, self.states),
+                plan_mermaid(self.plan, self.states, self.models, self.estimates),
+                plan_markdown(self.plan, self.states, self.estimates),
             ]
         if self.rejections:
             parts.append(
@@ -239,6 +244,15 @@ class RunView:
                     + _SOURCE_NOTES.get(source, "")
                     + (f"\n\nOther candidates: {', '.join(model_link(c) for c in others)}" if others else "")
                 )
+            case Estimated(task_id=i, task=task, estimate=estimate, excluded=excluded):
+                self.estimates[i] = estimate.short()
+                node = self._set_state(i, task, "waiting")
+                _add(node, f"Estimate: {plain(estimate.line())}")
+                if excluded:
+                    _add(
+                        node,
+                        "Left out by your limits: " + "; ".join(plain(f"{e.id} ({e.why})") for e in excluded),
+                    )
             case TaskStarted(task_id=i, task=task, model=model, attempt=attempt):
                 self.models[i] = model
                 node = self._set_state(i, task, "running")
