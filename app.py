@@ -84,10 +84,17 @@ class Page:
     store: Any  # gr.BrowserState: this browser's conversations and settings (webui.saved)
     conv_key: Any  # gr.State: the open conversation's key
     review: review_panel.ReviewControls  # the plan's review form and the re-run buttons
+    limits: list[Any]  # largest model (GB), most to download (GB), licences: hugginggpt.limits
+    limits_state: Any  # gr.State: the limits' values, for the chat (a State is no API parameter)
 
     @property
     def choice_inputs(self) -> list[Any]:
-        return [self.base_url, self.model, self.key, self.mode, self.top_k]
+        return [self.base_url, self.model, self.key, self.mode, self.top_k, *self.limits]
+
+    @property
+    def chat_inputs(self) -> list[Any]:
+        """The chat's inputs after the message; the limits come in a State, so the API stays as it was."""
+        return [self.conv_key, *self.choice_inputs[:5], self.review.toggle, self.limits_state]
 
 
 def build_demo(
@@ -210,11 +217,31 @@ def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
                 info=" · ".join(f"{name}: {help}" for name, (_, help) in INFERENCE_MODES.items()),
             )
             top_k = gr.Slider(1, 10, step=1, value=settings.top_k, label="Candidate models per task (top-K)")
+        with gr.Row():  # limits on the models: 0 or empty means the server's
+            limits = [
+                gr.Number(
+                    settings.max_model_gb,
+                    label="Largest model (GB, 0: no limit)",
+                    minimum=0,
+                    elem_id="max-model-gb",
+                ),
+                gr.Number(
+                    settings.max_download_gb,
+                    label="Most to download per request (GB)",
+                    minimum=0,
+                    elem_id="max-download-gb",
+                ),
+                gr.Textbox(
+                    ",".join(settings.licenses),
+                    label="Licences allowed (e.g. mit,apache-2.0)",
+                    elem_id="licenses",
+                ),
+            ]
     store = gr.BrowserState(saved.empty(), storage_key="hugginggpt")
     conv_key = gr.State("")
     return Page(
         status, chatbot, box, stop, traces, base_url, model, key, mode, top_k, keep_key, problems,
-        new, earlier, store, conv_key, review,
+        new, earlier, store, conv_key, review, limits, gr.State(None),
     )  # fmt: skip
 
 
@@ -224,8 +251,13 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
     publisher = Publisher(Path(utils.get_upload_folder()))
     browsers: dict[str, str] = {}  # session hash -> conversation key, for pages with a browser store
 
-    def choice(base_url: str, model: str, key: str, mode: str, top_k: float) -> LLMChoice:
-        return LLMChoice(base_url or "", model or "", key or "", mode or "", top_k)
+    def choice(
+        base_url: str, model: str, key: str, mode: str, top_k: float, *limits: Any
+    ) -> LLMChoice:  # `limits`: the largest model, the most to download, the licences (page.limits)
+        max_model, max_download, licences = (*limits, None, None, None)[:3]
+        return LLMChoice(
+            base_url or "", model or "", key or "", mode or "", top_k, max_model, max_download, licences or ""
+        )
 
     def conversation_key(conv_key: str, request: Any) -> str:
         """The browser's conversation key; API clients (no browser store) are keyed by session."""
@@ -235,15 +267,17 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
         return _session(request)
 
     def respond(
-        message: dict[str, Any], conv_key, base_url, model, key, mode, top_k, review, request: gr.Request
-    ):
-        yield from answer(message, conv_key, choice(base_url, model, key, mode, top_k), review, request, None)
+        message: dict[str, Any], conv_key, base_url, model, key, mode, top_k, review, limits,
+        request: gr.Request,
+    ):  # fmt: skip
+        the_choice = choice(base_url, model, key, mode, top_k, *(limits or ()))
+        yield from answer(message, conv_key, the_choice, review, request, None)
 
     def respond_signed_in(
-        message: dict[str, Any], conv_key, base_url, model, key, mode, top_k, review, request: gr.Request,
-        token: gr.OAuthToken | None,
+        message: dict[str, Any], conv_key, base_url, model, key, mode, top_k, review, limits,
+        request: gr.Request, token: gr.OAuthToken | None,
     ):  # fmt: skip
-        the_choice = choice(base_url, model, key, mode, top_k)
+        the_choice = choice(base_url, model, key, mode, top_k, *(limits or ()))
         yield from answer(message, conv_key, the_choice, review, request, token.token if token else None)
 
     def answer(message: dict[str, Any], conv_key, the_choice: LLMChoice, review, request: Any, hf_token):
@@ -353,15 +387,17 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
             bool(s.get("api_key")), bool(s.get("review", base.review)),
         )  # fmt: skip
 
-    def show_status(base_url, model, key, mode, top_k):
-        c = choice(base_url, model, key, mode, top_k)
+    def show_status(base_url, model, key, mode, top_k, *limits):
+        c = choice(base_url, model, key, mode, top_k, *limits)
         problems = field_problems(chat, c)
         fields = [
             gr.Markdown(value=problems.get(name, ""), visible=name in problems) for name in page.problems
         ]
         return status_for(chat, c, problems), *fields
 
-    def save_settings(store, base_url, model, key, mode, top_k, keep_key, review):
+    def save_settings(
+        store, base_url, model, key, mode, top_k, _max_model, _max_download, _licences, keep_key, review
+    ):
         values = {"base_url": base_url or "", "model": model or "", "mode": mode or "", "top_k": top_k}
         values["review"] = bool(review)
         return saved.with_settings(store, values, keep_key=bool(keep_key), api_key=key or "")
@@ -383,7 +419,7 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
     run = started.then(
         # Gradio asks for sign-in routes only when a handler takes a token: off a Space they need a login.
         respond_signed_in if chat.settings.uses_oauth else respond,
-        [page.box, page.conv_key, *inputs, page.review.toggle],
+        [page.box, *page.chat_inputs],
         [page.chatbot, page.traces, page.box],
         api_name="chat",
         api_visibility="undocumented",  # callable by gradio_client, but not an MCP tool
@@ -412,6 +448,8 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
         gr.on([field.blur, field.submit], show_status, inputs, status_outputs, **quiet)
     for field in (page.mode, page.top_k):
         field.change(show_status, inputs, status_outputs, **quiet)
+    for field in page.limits:  # kept for the chat in a State; a request checks them (hugginggpt.limits)
+        field.change(lambda *values: list(values), page.limits, page.limits_state, queue=False, **quiet)
     remembered = [page.store, *inputs, page.keep_key, page.review.toggle]
     for field in (
         page.base_url,
@@ -432,7 +470,7 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
             page.traces,
             page.store,
             page.earlier,
-            *inputs,
+            *inputs[:5],  # the limits are not remembered in the browser: each visit starts at the server's
             page.keep_key,
             page.review.toggle,
         ],  # fmt: skip
@@ -442,10 +480,10 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
     # While the runtime warms up, the status line follows it; the timer stops once it is ready.
     warming = gr.Timer(2.0, active=chat.backends.warm_state not in ("", "ready"))
 
-    def follow_warm_up(base_url, model, key, mode, top_k):
+    def follow_warm_up(base_url, model, key, mode, top_k, *limits):
         state = chat.backends.warm_state
         done = state in ("", "ready") or "not available" in state
-        return *show_status(base_url, model, key, mode, top_k), gr.Timer(active=not done)
+        return *show_status(base_url, model, key, mode, top_k, *limits), gr.Timer(active=not done)
 
     warming.tick(follow_warm_up, inputs, [*status_outputs, warming], **quiet)
 

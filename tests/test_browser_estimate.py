@@ -45,3 +45,30 @@ def test_browser_review_form_shows_estimates_and_what_a_limit_left_out(llm_serve
         chat.get_by_text("Plan: 3 tasks").first.click()
         chat.get_by_text("200 MB in memory").first.wait_for()
         assert endpoint.calls == []
+
+
+@pytest.mark.browser
+def test_browser_settings_panel_limit_refuses_a_request_no_model_fits(llm_server, tmp_path):
+    sync_playwright = _browser_or_skip()
+    endpoint = SizedEndpoint(sizes={"org/captioner-a": (3 * GB, 0), "org/captioner-b": (2 * GB, 0)})
+    with (
+        running_app(
+            app_settings(llm_server, tmp_path / "ws"), catalog=fake_catalog(), endpoint=endpoint
+        ) as demo,
+        sync_playwright() as p,
+        chromium(p) as browser,
+    ):
+        page = open_app(browser, demo.local_url, height=1600)
+        page.locator("#settings").get_by_text("Settings").first.click()
+        limit = page.locator("#max-model-gb input")
+        limit.fill("1")
+        limit.press("Tab")  # a change event
+        page.locator("#request input[type=file]").set_input_files(str(photo(tmp_path / "street.png")))
+        page.locator("#request img").first.wait_for()
+        box = page.locator("#request textarea")
+        box.fill("[conv-limit] caption this, draw it and read it aloud")
+        box.press("Enter")
+        page.locator("#chat").get_by_text(
+            "the smallest candidate is 2 GB; the limit is 1 GB"
+        ).first.wait_for()
+        assert endpoint.calls == []

@@ -275,3 +275,15 @@ def test_catalog_refresh_stores_the_size_the_runtime_downloads_and_the_licence(t
     rows = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
     assert rows["acme/sum"]["size_bytes"] == 4_000_000 and rows["acme/sum"]["license"] == "apache-2.0"
     assert "size_bytes" not in rows["acme/bare"] and "license" not in rows["acme/bare"]
+
+
+def test_a_visitor_may_tighten_the_servers_limits_but_not_loosen_them():
+    from webui.session_settings import LLMChoice, merge_settings
+
+    server = Settings(max_model_gb=4.0, licenses=("mit", "apache-2.0"))
+    tighter = merge_settings(server, LLMChoice(max_model_gb=1.0, licenses="mit"), public=True)
+    assert tighter.max_model_gb == 1.0 and tighter.licenses == ("mit",)
+    looser = merge_settings(
+        server, LLMChoice(max_model_gb=40.0, max_download_gb=2, licenses="gpl-3.0"), public=True
+    )
+    assert looser.max_model_gb == 4.0 and looser.max_download_gb == 2.0 and looser.licenses == ("(none)",)
