@@ -43,7 +43,7 @@ CALL_SECONDS = 1.0  # any other task
 
 @dataclass(frozen=True)
 class Estimate:
-    where: str  # "local:cpu", "hosted", ...: the device the seconds are learnt for
+    where: str  # "local:cpu", "local:cpu loaded", "hosted": what its seconds are learnt for
     download_bytes: int | None
     memory_bytes: int | None
     seconds: float | None
@@ -183,10 +183,18 @@ class FactBook:
         )
 
 
+def learnt_as(footprint: Footprint) -> str:
+    """What seconds are kept by: the device, and whether the call finds the model loaded (a first
+    call loads it, often many times longer than the calls after it)."""
+    return footprint.where + (" loaded" if footprint.loaded else "")
+
+
 def prior_seconds(task: str, footprint: Footprint) -> float:
     """Seconds before any run here: load the weights, maybe download them, then one call."""
     if not footprint.where.startswith("local"):
         return HOSTED_CALL_SECONDS + (SLOW_TASKS.get(task, 0.0) / 10)
+    if footprint.loaded:
+        return SLOW_TASKS.get(task, CALL_SECONDS)
     load = (footprint.memory_bytes or 0) / LOAD_BYTES_PER_SECOND
     download = (footprint.download_bytes or 0) / DOWNLOAD_BYTES_PER_SECOND
     return load + download + SLOW_TASKS.get(task, CALL_SECONDS)
@@ -204,10 +212,12 @@ class Estimator:
 
     def estimate(self, endpoint: Endpoint, card: ModelCard, footprint: Footprint | None = None) -> Estimate:
         found = footprint or self.footprint(endpoint, card)
-        runs = self.times.learnt(card.id, card.task, found.where)
+        runs = self.times.learnt(card.id, card.task, learnt_as(found))
+        if not runs and found.loaded:  # first calls (with the load) bound the calls after them
+            runs = self.times.learnt(card.id, card.task, found.where)
         seconds = statistics.median(runs) if runs else prior_seconds(card.task, found)
         return Estimate(
-            found.where, found.download_bytes, found.memory_bytes, seconds, found.cost_usd, len(runs)
+            learnt_as(found), found.download_bytes, found.memory_bytes, seconds, found.cost_usd, len(runs)
         )
 
     def learn(self, choices: Mapping[int, Choice], records: Iterable[TaskRecord]) -> None:

@@ -57,16 +57,17 @@ def can_run(task: str, model: str, *, library: str | None = None, size_bytes: in
 
 
 def footprint_of(model: str) -> dict:
-    """{download_bytes, memory_bytes, weights_bytes, device, half} for `model` on this runtime's
-    device, without loading or downloading it (footprint.py). The first three are None for a hub
-    model not in the HF cache: the catalog's size stands in for it."""
+    """{download_bytes, memory_bytes, weights_bytes, device, half, loaded} for `model` on this
+    runtime's device, without loading or downloading it (footprint.py). The first three are None for
+    a hub model not in the HF cache: the catalog's size stands in for it."""
     from dataclasses import asdict
 
     from .footprint import local_footprint
 
     runtime = default_runtime()
     found = local_footprint(model, half=runtime.half)
-    return {**asdict(found), "device": runtime.device.name, "half": runtime.half}
+    loaded = runtime.is_loaded(model)
+    return {**asdict(found), "device": runtime.device.name, "half": runtime.half, "loaded": loaded}
 
 
 def prefetch(model: str) -> Path:

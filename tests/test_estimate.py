@@ -90,6 +90,21 @@ def test_a_model_in_a_local_folder_downloads_nothing_and_is_sized_from_its_files
     assert estimate.cost_usd is None
 
 
+def test_calls_that_find_the_model_loaded_are_learnt_apart_from_first_calls(tiny, tmp_path):
+    folder = tiny("bert-classifier")
+    model = ModelCard(id="tiny/cls-warm", task="text-classification", path=folder, library="transformers")
+    endpoint, estimator = LocalEndpoint(), Estimator(tmp_path / "est")
+    first = estimator.estimate(endpoint, model)
+    assert first.where == "local:cpu"
+    estimator.times.add(model.id, model.task, first.where, 0.5)  # a first call: it loaded the model
+    endpoint.run(model.task, model, {"text": "a good cat"}, tmp_path / "out")
+    warm = estimator.estimate(endpoint, model)
+    assert warm.where == "local:cpu loaded" and warm.seconds == 0.5  # bounded by the first calls
+    estimator.times.add(model.id, model.task, warm.where, 0.01)
+    assert estimator.estimate(endpoint, model).seconds == 0.01
+    assert estimator.estimate(endpoint, model).runs == 1
+
+
 def test_a_model_not_downloaded_is_sized_from_the_hub_once_and_the_size_is_kept(tmp_path):
     files = {
         "model.safetensors": 3_000_000,

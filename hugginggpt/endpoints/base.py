@@ -38,6 +38,7 @@ class Footprint:
     memory_bytes: int | None = 0  # on this machine
     size_bytes: int | None = None  # the model's weight files
     cost_usd: float | None = None  # of one call, where the provider's price is known
+    loaded: bool = False  # already in memory here: a call skips the load (learnt apart from first calls)
 
 
 class Endpoint(ABC):

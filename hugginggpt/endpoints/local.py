@@ -42,8 +42,9 @@ class LocalEndpoint(Endpoint):
         if found["download_bytes"] is None:
             size = model.size_bytes
             memory = size // 2 if size is not None and found["half"] else size
-            return Footprint(where, size, memory, size)
-        return Footprint(where, 0, found["memory_bytes"], found["weights_bytes"] or model.size_bytes)
+            return Footprint(where, size, memory, size, loaded=found["loaded"])
+        weights = found["weights_bytes"] or model.size_bytes
+        return Footprint(where, 0, found["memory_bytes"], weights, loaded=found["loaded"])
 
     def run(
         self,
