@@ -302,3 +302,35 @@ def test_a_visitor_may_tighten_the_servers_limits_but_not_loosen_them():
         server, LLMChoice(max_model_gb=40.0, max_download_gb=2, licenses="gpl-3.0"), public=True
     )
     assert looser.max_model_gb == 4.0 and looser.max_download_gb == 2.0 and looser.licenses == ("(none)",)
+
+
+def test_a_hosted_call_costs_what_its_providers_price_says(tmp_path):
+    from hugginggpt.catalog.card import ProviderRoute
+    from hugginggpt.endpoints import HostedEndpoint
+
+    priced = ProviderRoute("hf-inference", "live", "summarization", price_usd=0.002)
+    model = ModelCard(id="acme/sum", task="summarization", providers=(priced,))
+    estimate = Estimator(tmp_path / "est").estimate(HostedEndpoint(token=None), model)
+    assert (estimate.where, estimate.download_bytes, estimate.memory_bytes) == ("hosted", 0, 0)
+    assert estimate.cost_usd == 0.002
+    unpriced = ModelCard(
+        id="acme/sum2",
+        task="summarization",
+        providers=(ProviderRoute("hf-inference", "live", "summarization"),),
+    )
+    assert Estimator(tmp_path / "est").estimate(HostedEndpoint(token=None), unpriced).cost_usd is None
+
+
+def test_a_user_catalog_entry_may_price_a_provider(tmp_path):
+    from hugginggpt.catalog import load_catalog
+
+    route = {"provider": "fal-ai", "status": "live", "task": "text-to-image", "price_usd": 0.01}
+    bad = {**route, "price_usd": "cheap"}
+    lines = [
+        {"id": "acme/paint", "task": "text-to-image", "providers": [route]},
+        {"id": "acme/paint2", "task": "text-to-image", "providers": [bad]},
+    ]
+    (tmp_path / "mine.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    catalog = load_catalog([tmp_path / "mine.jsonl"], shipped=None)
+    assert catalog.get("acme/paint").providers[0].price_usd == 0.01
+    assert catalog.get("acme/paint2") is None and "price_usd: a number" in catalog.problems[0]

@@ -125,6 +125,7 @@ class RunView:
         self.states: dict[int, str] = {}
         self.models: dict[int, str] = {}
         self.estimates: dict[int, str] = {}  # task id -> its model's estimate, in a few words
+        self.estimated_seconds: dict[int, float | None] = {}
         self.texts: dict[int, str] = {}  # each task's text output, to name what a later task used
         self.cached: set[int] = set()  # tasks served from the result cache
         self._tasks: dict[int, dict[str, Any]] = {}
@@ -246,6 +247,7 @@ class RunView:
                 )
             case Estimated(task_id=i, task=task, estimate=estimate, excluded=excluded):
                 self.estimates[i] = estimate.short()
+                self.estimated_seconds[i] = estimate.seconds
                 node = self._set_state(i, task, "waiting")
                 _add(node, f"Estimate: {plain(estimate.line())}")
                 if excluded:
@@ -268,6 +270,9 @@ class RunView:
                 text = [_value_text(a) for a in outputs if a.path is None]
                 self.texts[i] = next((a.value for a in outputs if a.kind == ArtifactKind.TEXT), "")
                 node = self._set_state(i, task, "done", seconds=seconds)
+                guess = self.estimated_seconds.get(i)
+                if guess is not None and not cached:  # the estimate beside what it took
+                    _add(node, f"Took {seconds:.2f} s; the estimate was {guess:.2g} s.")
                 if text:
                     _add(node, "Result:\n" + "\n".join(text))
                 for a in outputs:
