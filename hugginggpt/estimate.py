@@ -15,6 +15,7 @@ import logging
 import os
 import statistics
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,6 +40,7 @@ DOWNLOAD_BYTES_PER_SECOND = 20e6
 HOSTED_CALL_SECONDS = 3.0
 SLOW_TASKS = {"text-to-image": 30.0, "text-to-video": 120.0, "image-to-image": 30.0, "text-to-speech": 5.0}
 CALL_SECONDS = 1.0  # any other task
+UNREACHABLE_SECONDS = 60.0  # no size look-ups for this long after the Hub could not be reached
 
 
 @dataclass(frozen=True)
@@ -145,30 +147,32 @@ class RunTimes:
 class FactBook:
     """Sizes and licences looked up on the Hub for cards without them, kept per model id."""
 
+    _unreachable_until = 0.0  # process-wide: a Hub that cannot be reached costs one time-out a minute
+
     def __init__(self, path: Path):
         self.file = _JsonFile(path)
-        self._unreachable = False  # asked once per process when the Hub cannot be reached
 
     def complete(self, card: ModelCard) -> ModelCard:
         """`card` with its size and licence: its own, else kept, else asked of the Hub (and kept)."""
-        if (card.size_bytes is not None and card.license is not None) or card.path or card.endpoint_url:
+        if card.size_bytes is not None and card.license is not None:
+            return card
+        if card.path or card.endpoint_url or card.library == "builtin":  # not a Hub repository
             return card
         with self.file.lock:
             kept = self.file.read().get(card.id)
         if not isinstance(kept, dict):
-            if self._unreachable:
+            if time.monotonic() < FactBook._unreachable_until:
                 return card
             from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
-            unreachable: tuple[type[BaseException], ...] = (OfflineModeIsEnabled, *network_errors())
             try:
                 found = hub_facts(card.id)
-            except (HfHubHTTPError, ValueError) as e:  # the Hub answered: missing, gated, a bad id
+            except (HfHubHTTPError, ValueError, OfflineModeIsEnabled) as e:  # missing, gated; offline
                 log.info("no size or licence for %s from the Hub: %s", card.id, e)
                 return card
-            except unreachable as e:
+            except network_errors() as e:
                 log.info("the Hub cannot be reached for sizes and licences: %s", e)
-                self._unreachable = True
+                FactBook._unreachable_until = time.monotonic() + UNREACHABLE_SECONDS
                 return card
             kept = {"size_bytes": found.size_bytes, "license": found.license}
             with self.file.lock:

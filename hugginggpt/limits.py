@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .catalog import ModelCard
 from .endpoints import Endpoint, Footprint
-from .estimate import Estimator, size_text
+from .estimate import Estimate, Estimator, size_text
 from .events import PickSource
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ class Screen:
             done = self._within_download_total(plan, done)
         return {i: replace(c, estimate=self._estimate(c.model)) if c.model else c for i, c in done.items()}
 
-    def _estimate(self, card: ModelCard) -> Any:
+    def _estimate(self, card: ModelCard) -> Estimate:
         return self.estimator.estimate(self.endpoint, card, self.footprint(card))
 
     def _download(self, card: ModelCard) -> int:
