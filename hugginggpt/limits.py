@@ -10,6 +10,7 @@ that would let it run.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from .config import Settings
     from .plan import Plan
     from .selection import Choice
+
+log = logging.getLogger(__name__)
 
 GB = 1e9
 
@@ -151,7 +154,11 @@ class Screen:
     def footprint(self, card: ModelCard) -> Footprint:
         key = (card.task, card.id)
         if key not in self._footprints:
-            self._footprints[key] = self.estimator.footprint(self.endpoint, card)
+            try:
+                self._footprints[key] = self.estimator.footprint(self.endpoint, card)
+            except Exception:  # a bug in an estimate must not stop the run: the sizes stay unknown
+                log.exception("no footprint for %s", card.id)
+                self._footprints[key] = Footprint(self.endpoint.name, None, None)
         return self._footprints[key]
 
     def runnable(self, can_run: Callable[[ModelCard], bool]) -> Callable[[ModelCard], bool]:
