@@ -96,10 +96,17 @@ class Page:
     store: Any  # gr.BrowserState: this browser's conversations and settings (webui.saved)
     conv_key: Any  # gr.State: the open conversation's key
     review: review_panel.ReviewControls  # the plan's review form and the re-run buttons
+    limits: list[Any]  # largest model (GB), most to download (GB), licences: hugginggpt.limits
+    limits_state: Any  # gr.State: the limits' values, for the chat (a State is no API parameter)
 
     @property
     def choice_inputs(self) -> list[Any]:
-        return [self.base_url, self.model, self.key, self.mode, self.top_k]
+        return [self.base_url, self.model, self.key, self.mode, self.top_k, *self.limits]
+
+    @property
+    def chat_inputs(self) -> list[Any]:
+        """The chat's inputs after the message; the limits come in a State, so the API stays as it was."""
+        return [self.conv_key, *self.choice_inputs[:5], self.review.toggle, self.limits_state]
 
     @property
     def status_outputs(self) -> list[Any]:
@@ -206,12 +213,12 @@ class ChatPage:
         )
         # Each request's trace is linked in its own turn; this list serves API clients.
         traces = gr.File(label="Traces (JSON)", file_count="multiple", interactive=False, visible=False)
-        base_url, model, key, mode, top_k, keep_key, problems = self._settings_panel()
+        base_url, model, key, mode, top_k, keep_key, problems, limits = self._settings_panel()
         store = gr.BrowserState(saved.empty(), storage_key="hugginggpt")
         conv_key = gr.State("")
         return Page(
             status, chatbot, box, stop, traces, base_url, model, key, mode, top_k, keep_key, problems,
-            new, earlier, store, conv_key, review,
+            new, earlier, store, conv_key, review, limits, gr.State(None),
         )  # fmt: skip
 
     def _conversation_row(self) -> tuple[Any, Any]:
@@ -230,8 +237,9 @@ class ChatPage:
             )
         return new, earlier
 
-    def _settings_panel(self) -> tuple[Any, Any, Any, Any, Any, Any, dict[str, Any]]:
-        """base_url, model, key, mode, top_k, keep_key and the problems under the typed fields."""
+    def _settings_panel(self) -> tuple[Any, Any, Any, Any, Any, Any, dict[str, Any], list[Any]]:
+        """base_url, model, key, mode, top_k, keep_key, the problems under the typed fields, and the
+        limits on the models."""
         settings = self.host.settings
         with gr.Accordion("Settings", open=False, elem_id="settings"):
             gr.Markdown("These apply to this browser only; the API key is kept only if you tick the box.")
@@ -269,7 +277,32 @@ class ChatPage:
                 top_k = gr.Slider(
                     1, 10, step=1, value=settings.top_k, label="Candidate models per task (top-K)"
                 )
-        return base_url, model, key, mode, top_k, keep_key, problems
+            limits = self._limit_fields(settings)
+        return base_url, model, key, mode, top_k, keep_key, problems, limits
+
+    def _limit_fields(self, settings: Settings) -> list[Any]:
+        """The largest model, the most to download and the licences (hugginggpt.limits): a visitor
+        may tighten the server's, never loosen them; 0 or empty means the server's."""
+        with gr.Row():
+            return [
+                gr.Number(
+                    settings.max_model_gb,
+                    label="Largest model (GB, 0: no limit)",
+                    minimum=0,
+                    elem_id="max-model-gb",
+                ),
+                gr.Number(
+                    settings.max_download_gb,
+                    label="Most to download per request (GB)",
+                    minimum=0,
+                    elem_id="max-download-gb",
+                ),
+                gr.Textbox(
+                    ",".join(settings.licenses),
+                    label="Licences allowed (e.g. mit,apache-2.0)",
+                    elem_id="licenses",
+                ),
+            ]
 
     # ---- who and which conversation --------------------------------------------------------------
 
@@ -310,16 +343,17 @@ class ChatPage:
         mode,
         top_k,
         review,
+        limits,
         request: gr.Request,
     ):
-        the_choice = _choice(base_url, model, key, mode, top_k)
+        the_choice = _choice(base_url, model, key, mode, top_k, *(limits or ()))
         yield from self.answer(message, conv_key, the_choice, review, request, None)
 
     def respond_signed_in(
-        self, message: dict[str, Any], conv_key, base_url, model, key, mode, top_k, review,
+        self, message: dict[str, Any], conv_key, base_url, model, key, mode, top_k, review, limits,
         request: gr.Request, token: gr.OAuthToken | None,
     ):  # fmt: skip
-        the_choice = _choice(base_url, model, key, mode, top_k)
+        the_choice = _choice(base_url, model, key, mode, top_k, *(limits or ()))
         yield from self.answer(message, conv_key, the_choice, review, request, token.token if token else None)
 
     def answer(
@@ -418,24 +452,26 @@ class ChatPage:
 
     # ---- settings ----------------------------------------------------------------------------------
 
-    def show_status(self, base_url, model, key, mode, top_k):
-        c = _choice(base_url, model, key, mode, top_k)
+    def show_status(self, base_url, model, key, mode, top_k, *limits):
+        c = _choice(base_url, model, key, mode, top_k, *limits)
         problems = field_problems(self.host, c)
         fields = [
             gr.Markdown(value=problems.get(name, ""), visible=name in problems) for name in self.ui.problems
         ]
         return status_for(self.host, c, problems), *fields
 
-    def save_settings(self, store, base_url, model, key, mode, top_k, keep_key, review):
+    def save_settings(
+        self, store, base_url, model, key, mode, top_k, _max_model, _max_download, _licences, keep_key, review
+    ):  # the limits are not remembered in the browser: each visit starts at the server's
         values = {"base_url": base_url or "", "model": model or "", "mode": mode or "", "top_k": top_k}
         values["review"] = bool(review)
         return saved.with_settings(store, values, keep_key=bool(keep_key), api_key=key or "")
 
-    def follow_warm_up(self, base_url, model, key, mode, top_k):
+    def follow_warm_up(self, base_url, model, key, mode, top_k, *limits):
         """While the runtime warms up, the status line follows it; the timer stops once it is ready."""
         state = self.host.backends.warm_state
         done = state in ("", "ready") or "not available" in state
-        return *self.show_status(base_url, model, key, mode, top_k), gr.Timer(active=not done)
+        return *self.show_status(base_url, model, key, mode, top_k, *limits), gr.Timer(active=not done)
 
     # ---- wiring ------------------------------------------------------------------------------------
 
@@ -455,7 +491,7 @@ class ChatPage:
         self.run = started.then(
             # Gradio asks for sign-in routes only when a handler takes a token: off a Space they need a login.
             self.respond_signed_in if self.host.settings.uses_oauth else self.respond,
-            [ui.box, ui.conv_key, *ui.choice_inputs, ui.review.toggle],
+            [ui.box, *ui.chat_inputs],
             [ui.chatbot, ui.traces, ui.box],
             api_name="chat",
             api_visibility="undocumented",  # callable by gradio_client, but not an MCP tool
@@ -492,15 +528,18 @@ class ChatPage:
             gr.on([field.blur, field.submit], self.show_status, inputs, status_outputs, **QUIET)
         for field in (ui.mode, ui.top_k):
             field.change(self.show_status, inputs, status_outputs, **QUIET)
+        for field in ui.limits:  # kept for the chat in a State; a request checks them (hugginggpt.limits)
+            field.change(lambda *values: list(values), ui.limits, ui.limits_state, queue=False, **QUIET)
         remembered = [ui.store, *inputs, ui.keep_key, ui.review.toggle]
-        for field in (*inputs, ui.keep_key, ui.review.toggle):
+        for field in (*inputs[:5], ui.keep_key, ui.review.toggle):
             field.change(self.save_settings, remembered, ui.store, queue=False, **QUIET)
         warming = gr.Timer(2.0, active=self.host.backends.warm_state not in ("", "ready"))
         warming.tick(self.follow_warm_up, inputs, [*status_outputs, warming], **QUIET)
 
     def _wire_load(self) -> None:
         ui = self.ui
-        loaded = [ui.conv_key, ui.chatbot, ui.traces, ui.store, ui.earlier, *ui.choice_inputs]
+        # the limits are not remembered in the browser: each visit starts at the server's
+        loaded = [ui.conv_key, ui.chatbot, ui.traces, ui.store, ui.earlier, *ui.choice_inputs[:5]]
         self.demo.load(self.restore, [ui.store], [*loaded, ui.keep_key, ui.review.toggle], **QUIET).then(
             self.show_status, ui.choice_inputs, ui.status_outputs, **QUIET
         ).then(*self.refresh, **QUIET)
@@ -547,8 +586,12 @@ def _example(text: str, name: str | None) -> dict[str, Any]:
     return {"text": text, "files": [str(ASSETS / name)] if name else []}
 
 
-def _choice(base_url: str, model: str, key: str, mode: str, top_k: float) -> LLMChoice:
-    return LLMChoice(base_url or "", model or "", key or "", mode or "", top_k)
+def _choice(base_url: str, model: str, key: str, mode: str, top_k: float, *limits: Any) -> LLMChoice:
+    """`limits`: the largest model, the most to download, the licences (Page.limits)."""
+    max_model, max_download, licences = (*limits, None, None, None)[:3]
+    return LLMChoice(
+        base_url or "", model or "", key or "", mode or "", top_k, max_model, max_download, licences or ""
+    )
 
 
 def _session(request: Any) -> str:

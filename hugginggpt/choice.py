@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .catalog import ModelCard
+
+if TYPE_CHECKING:  # estimate.py imports selection, which imports this module
+    from .estimate import Estimate
 
 
 class PickSource(StrEnum):
@@ -19,11 +22,25 @@ class PickSource(StrEnum):
     SELECTION_FAILED = "selection_failed"  # the selection call failed: the top-ranked one is used
     NO_CANDIDATE = "no_candidate"  # no model in the catalog can run the task here
     GIVEN = "given"  # named by the user: a plan file, an edit, a replayed trace
+    LIMIT = "limit"  # the pick would break the user's limits (limits.py): a smaller candidate is used
 
     @property
     def replaced(self) -> bool:
         """The LLM was asked but its pick is not what runs."""
-        return self in (PickSource.NOT_A_CANDIDATE, PickSource.SELECTION_FAILED)
+        return self in (PickSource.NOT_A_CANDIDATE, PickSource.SELECTION_FAILED, PickSource.LIMIT)
+
+
+@dataclass(frozen=True)
+class Excluded:
+    """A candidate left out: which limit it breaks (`limit`) and what it would need (`needs`)."""
+
+    id: str
+    why: str
+    limit: str  # "model_size", "download", "license", "unknown"
+    needs: float | str | None = None  # its size or download in bytes, or its licence
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "why": self.why}
 
 
 @dataclass(frozen=True)
@@ -35,6 +52,8 @@ class Choice:
     candidates: tuple[ModelCard, ...] = ()
     source: PickSource = PickSource.LLM
     seed: int | None = None  # for tasks whose model samples (seeds.py); None: the model's own randomness
+    estimate: Estimate | None = None  # what the model will take (limits.Screen adds it)
+    excluded: tuple[Excluded, ...] = ()  # candidates the user's limits left out, with why
 
     def fallbacks(self) -> list[ModelCard]:
         """The chosen model first, then the other candidates in rank order."""
@@ -50,4 +69,6 @@ class Choice:
             "source": str(self.source),
             "substituted": self.source.replaced,
             "seed": self.seed,
+            "estimate": self.estimate.to_json() if self.estimate else None,
+            "excluded": [e.to_json() for e in self.excluded],
         }

@@ -50,6 +50,24 @@ def parser() -> argparse.ArgumentParser:
         "--top-k", type=int, metavar="K", help="candidates per task offered to the LLM (default 5)"
     )
     p.add_argument("--allow-urls", action="store_true", help="let plans fetch public http(s) URLs")
+    limits = p.add_argument_group("limits on the models a request may use (0: none)")
+    limits.add_argument(
+        "--max-model-gb",
+        type=float,
+        metavar="GB",
+        help="the largest model to run here (HUGGINGGPT_MAX_MODEL_GB)",
+    )
+    limits.add_argument(
+        "--max-download-gb",
+        type=float,
+        metavar="GB",
+        help="the most one request may download (HUGGINGGPT_MAX_DOWNLOAD_GB)",
+    )
+    limits.add_argument(
+        "--licenses",
+        metavar="LIST",
+        help="the model licences allowed, e.g. mit,apache-2.0 (HUGGINGGPT_LICENSES)",
+    )
     plans = p.add_mutually_exclusive_group()
     plans.add_argument(
         "--plan-only", action="store_true", help="print the checked plan and its models; run nothing"

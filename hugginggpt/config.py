@@ -54,6 +54,10 @@ class Settings:
     top_k: int = 5
     catalog_paths: tuple[str, ...] = ()
     candidate_tokens: int = 120  # per candidate description in the selection prompt
+    # Limits on the models a request may use (limits.py); 0 or empty: none.
+    max_model_gb: float = 0.0  # the weights of one model run on this machine
+    max_download_gb: float = 0.0  # everything one request downloads
+    licenses: tuple[str, ...] = ()  # the model licences allowed, e.g. mit, apache-2.0
     # Execution.
     max_workers: int = 4
     stream_execution: bool = True  # tasks start while the LLM writes the plan (streaming_run.py)
@@ -135,6 +139,8 @@ class Settings:
             raise ValueError(f"cache_scope must be one of {scopes}, not {self.cache_scope!r}")
         if min(self.llm_input_price, self.llm_output_price, self.visitor_daily_tokens) < 0:
             raise ValueError("llm_*_price and visitor_daily_tokens must not be negative")
+        if self.max_model_gb < 0 or self.max_download_gb < 0:
+            raise ValueError("max_model_gb and max_download_gb must not be negative (0: no limit)")
         if self.cache_max_bytes < 0 or not 0 <= self.seed < 2**31:
             raise ValueError("cache_max_bytes must not be negative; seed is from 0 to 2**31 - 1")
 
@@ -197,7 +203,7 @@ def _coerce(name: str, value: Any) -> Any:
     if name == "catalog_paths":
         paths = value.split(os.pathsep) if isinstance(value, str) else value
         return tuple(str(p) for p in paths if str(p).strip())
-    if name in ("allowed_local_llms", "api_keys", "trusted_proxies"):
+    if name in ("allowed_local_llms", "api_keys", "trusted_proxies", "licenses"):
         names = value.split(",") if isinstance(value, str) else value
         return tuple(str(n).strip() for n in names if str(n).strip())
     if isinstance(default, bool) or name in ("public", "oauth"):

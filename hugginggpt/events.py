@@ -11,12 +11,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .artifacts import Artifact
-from .choice import Choice, PickSource
+from .choice import Choice, Excluded, PickSource
 from .plan import Plan, Task
 from .records import TaskRecord
+
+if TYPE_CHECKING:  # estimate.py imports selection, which imports this module
+    from .estimate import Estimate
 
 
 class Stage(StrEnum):
@@ -87,6 +90,18 @@ class ModelSelected:
     reason: str
     candidates: list[str]
     source: PickSource = PickSource.LLM
+
+
+@dataclass(frozen=True)
+class Estimated:
+    """What a task's chosen model will take (estimate.py), and the candidates the user's limits
+    left out; after selection, before anything runs."""
+
+    task_id: int
+    task: str
+    model: str
+    estimate: Estimate
+    excluded: tuple[Excluded, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -206,6 +221,7 @@ Event = (
     | TaskPlanned
     | TaskDropped
     | ModelSelected
+    | Estimated
     | TaskStarted
     | TaskFinished
     | TaskFailed

@@ -14,6 +14,7 @@ from .cache import ResultCache
 from .catalog import Catalog
 from .config import Settings
 from .endpoints import Endpoint
+from .estimate import Estimator
 from .events import Done, ErrorKind, Event, Outcome
 from .llm import LLM, Message
 from .plan import FileRules, Plan, validate_plan
@@ -46,6 +47,7 @@ class Pipeline:
         self.cache = cache  # None: every task runs (factory.build_cache makes one from the settings)
         # Whose entries these runs share (e.g. an API caller's key); None: settings.cache_scope decides.
         self.cache_scope = cache_scope
+        self.estimator = Estimator(Path(self.settings.workdir) / ".estimates")  # learnt seconds, sizes
 
     def run(
         self,

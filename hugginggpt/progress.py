@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .events import (
     Done,
+    Estimated,
     Event,
     ModelSelected,
     PlanReady,
@@ -41,6 +42,9 @@ def describe(event: Event, root: Path) -> str | None:
             return f"[task {i}] dropped: {reason}"
         case ModelSelected(task_id=i, task=task, model=model, reason=reason):
             return f"[select] task {i} {task}: {model} ({reason})"
+        case Estimated(task_id=i, estimate=estimate, excluded=excluded):
+            left_out = "".join(f"\n[select] task {i}: left out {e.id}: {e.why}" for e in excluded)
+            return f"[estimate] task {i}: {estimate.line()}{left_out}"
         case TaskStarted(task_id=i, task=task, model=model, attempt=attempt):
             return f"[task {i}] {task} with {model}" + (f" (attempt {attempt})" if attempt > 1 else "")
         case TaskFinished(task_id=i, outputs=outputs, seconds=seconds, cached=cached, seed=seed):
@@ -59,5 +63,12 @@ def describe(event: Event, root: Path) -> str | None:
             seconds = timings.get("total", 0)
             ending = "" if done.ok else f" ({outcome})"
             spent = f", {describe_usage(usage.to_json())}" if usage.total_tokens else ""
-            return f"[done] {done.llm_calls} LLM call(s), {seconds:.2f} s{spent}{ending}"
+            compared = [  # the estimate beside what it took, for the models that ran
+                f"[task {row['id']}] estimated {row['estimated_seconds']} s, took {row['seconds']} s"
+                for row in done.trace.get("estimates", [])
+                if not row["cached"]
+            ]
+            return "\n".join(
+                [*compared, f"[done] {done.llm_calls} LLM call(s), {seconds:.2f} s{spent}{ending}"]
+            )
     return None

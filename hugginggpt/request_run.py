@@ -25,8 +25,22 @@ from .catalog import Catalog
 from .config import Settings
 from .endpoints import Endpoint
 from .endpoints.observed import ObservedEndpoint
-from .events import Done, ErrorKind, Event, ModelSelected, Outcome, PlanReady, Stage, StageStarted, Usage
+from .estimate import Estimator, side_by_side
+from .events import (
+    Done,
+    ErrorKind,
+    Estimated,
+    Event,
+    ModelSelected,
+    Outcome,
+    PickSource,
+    PlanReady,
+    Stage,
+    StageStarted,
+    Usage,
+)
 from .execute import ExecutionSettings, RunContext, execute_steps
+from .limits import LimitRefused, Limits, Screen
 from .llm import LLM, LLMError, Message
 from .plan import FileRules, Plan, PlanLimits
 from .planner import FileInfo, PlanOutcome, plan_steps, trim_history
@@ -51,6 +65,7 @@ class RunParts(Protocol):
     settings: Settings
     cache: ResultCache | None
     cache_scope: str | None
+    estimator: Estimator
 
     def check_plan(self, plan: Plan, workspace: Workspace) -> list[str]: ...
 
@@ -174,6 +189,7 @@ class RequestRun:
             "answer_incomplete": self.incomplete,
             "error": error,
             "error_kind": kind and str(kind),
+            "estimates": side_by_side(self.choices or {}, self.records),
         }
         trace = self._save_trace(end)
         trace_file = self.trace_path if self.trace_saved else None
@@ -200,7 +216,10 @@ class RequestRun:
         self.cancelled.set()  # everything the run started stops as on Stop
 
     def _stages(self, new_files: list[Path]) -> Generator[Event, None, None]:
-        if self.mode.plan is None and self.s.stream_execution and not self.mode.stop_after_select:
+        # Limits are kept for the whole plan before any model runs (limits.Screen): with one set, the
+        # plan is complete before selection, as without streaming.
+        streaming = self.s.stream_execution and not Limits.from_settings(self.s).active
+        if self.mode.plan is None and streaming and not self.mode.stop_after_select:
             yield from self._streaming_stage(new_files)
             if self.mode.answer:
                 yield from self._respond_stage()
@@ -269,6 +288,7 @@ class RequestRun:
                 yield ModelSelected(c.task_id, c.task, c.model.id, c.reason, candidates, c.source)
         open_tasks = Plan([t for t in plan.tasks if t.id not in given])
         selected: dict[int, Choice] = {}
+        screen = Screen(Limits.from_settings(self.s), self.p.estimator, self.p.endpoint)
         with self._timed(Stage.SELECT):
             if open_tasks.tasks:  # one LLM call at most, and only for tasks with a real choice
                 selected = yield from select_steps(
@@ -276,11 +296,22 @@ class RequestRun:
                     open_tasks,
                     self.p.catalog,
                     self.request,
-                    runnable=self.p.endpoint.can_run,
+                    runnable=screen.runnable(self.p.endpoint.can_run),
                     k=self.s.top_k,
                     candidate_tokens=self.s.candidate_tokens,
                 )
-        self.choices = with_seeds(plan, {**given, **selected}, self.s.seed, self.mode.seeds)
+            try:  # estimates, and the limits kept before any model runs
+                screened = screen.finish(plan, {**given, **selected})
+            except LimitRefused as e:
+                raise _Failed(ErrorKind.LIMIT, f"No model fits your limits: {e}.") from None
+        for c in screened.values():  # a pick swapped for a smaller download is shown again
+            if c.model is not None and c.source is PickSource.LIMIT:
+                yield ModelSelected(
+                    c.task_id, c.task, c.model.id, c.reason, [m.id for m in c.candidates], c.source
+                )
+            if c.model is not None and c.estimate is not None:
+                yield Estimated(c.task_id, c.task, c.model.id, c.estimate, c.excluded)
+        self.choices = with_seeds(plan, screened, self.s.seed, self.mode.seeds)
         return self.choices
 
     def _streaming_stage(self, new_files: list[Path]) -> Generator[Event, None, None]:
@@ -293,6 +324,7 @@ class RequestRun:
             ctx=self._run_context(),
             settings=self.s,
             plan_options=self._plan_options(new_files),
+            estimated=Screen(Limits.from_settings(self.s), self.p.estimator, self.p.endpoint).estimated,
         )
         try:
             yield from stream.events()
@@ -300,6 +332,8 @@ class RequestRun:
             self.planning, self.plan, self.choices = stream.planning, stream.plan, stream.choices
             self.records, self.plan_stream = stream.records, stream.trace()
             self.timings.update(stream.timings)
+        if self.choices:
+            self.p.estimator.learn(self.choices, self.records)
         if self.plan is None:
             self._checkpoint()  # stopped while planning: no failure to report
             error = self.planning.error if self.planning else ""
@@ -310,6 +344,7 @@ class RequestRun:
         yield StageStarted(Stage.EXECUTE)
         with self._timed(Stage.EXECUTE):
             self.records = yield from execute_steps(plan, choices, self._run_context())
+        self.p.estimator.learn(choices, self.records)
 
     def _run_context(self) -> RunContext:
         endpoint = self.p.endpoint

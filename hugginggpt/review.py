@@ -34,6 +34,10 @@ def plan_lines(plan: Plan, choices: Mapping[int, Choice]) -> list[str]:
         lines.append(f"task {t.id}: {t.task} with {model}{seed}{needs}")
         if choice is not None and choice.reason:
             lines.append(f"    why: {choice.reason}")
+        if choice is not None and choice.estimate is not None:
+            lines.append(f"    estimate: {choice.estimate.line()}")
+        if choice is not None:
+            lines += [f"    left out: {e.id}: {e.why}" for e in choice.excluded]
         lines += [f"    {name} = {json.dumps(value, ensure_ascii=False)}" for name, value in t.args.items()]
     return lines or ["(no task: the answer is written directly)"]
 

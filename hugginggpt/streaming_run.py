@@ -22,7 +22,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -30,6 +30,7 @@ from typing import Any
 from .catalog import Catalog
 from .config import Settings
 from .events import (
+    Estimated,
     Event,
     ModelSelected,
     PlanReady,
@@ -141,7 +142,10 @@ class StreamingRun:
         ctx: RunContext,
         settings: Settings,
         plan_options: dict[str, Any],
+        estimated: Callable[[Choice], Choice] | None = None,
     ) -> None:
+        """`estimated`: a chosen model's choice with its estimate (limits.Screen.estimated)."""
+        self.estimated = estimated
         self.llm = llm
         self.request = request
         self.catalog = catalog
@@ -310,7 +314,7 @@ class StreamingRun:
                 slot.open = True
                 continue
             choices = yield from self._select([slot.task])  # no LLM call: nothing to choose
-            self._set_choice(slot, choices[slot.task.id])
+            yield from self._set_choice(slot, choices[slot.task.id])
         waiting = [s for s in self.slots.values() if s.open and not s.asked]
         # While the plan streams one call goes out; the rest wait for the end of the plan.
         if (
@@ -367,10 +371,14 @@ class StreamingRun:
                 continue
             if task_id in events:
                 yield events[task_id]
-            self._set_choice(slot, picked.choices[task_id])
+            yield from self._set_choice(slot, picked.choices[task_id])
 
-    def _set_choice(self, slot: _Slot, choice: Choice) -> None:
+    def _set_choice(self, slot: _Slot, choice: Choice) -> Generator[Event, None, None]:
         task = slot.task
+        if self.estimated is not None and choice.model is not None:
+            choice = self.estimated(choice)
+            if choice.model is not None and choice.estimate is not None:
+                yield Estimated(task.id, task.task, choice.model.id, choice.estimate, choice.excluded)
         slot.choice = with_seeds(Plan([task]), {task.id: choice}, self.s.seed)[task.id]
         slot.times["selected"] = self._now()
 

@@ -36,7 +36,14 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         top_k=getattr(args, "top_k", None),
         catalog_paths=tuple(settings.catalog_paths) + tuple(getattr(args, "catalog", None) or ()) or None,
         allow_urls=True if getattr(args, "allow_urls", False) else None,
+        max_model_gb=getattr(args, "max_model_gb", None),
+        max_download_gb=getattr(args, "max_download_gb", None),
+        licenses=_licences(getattr(args, "licenses", None)),
     )
+
+
+def _licences(raw: str | None) -> tuple[str, ...] | None:
+    return tuple(x.strip() for x in raw.split(",") if x.strip()) if raw is not None else None
 
 
 def follow(events: Iterable[Event], root: Path, *, stdout: TextIO, stderr: TextIO, stream: bool) -> Done:

@@ -24,6 +24,7 @@ __all__ = [
     "can_run",
     "configure",
     "default_runtime",
+    "footprint_of",
     "loading",
     "resident",
     "run",
@@ -55,6 +56,20 @@ def default_runtime() -> Runtime:
 
 def can_run(task: str, model: str, *, library: str | None = None, size_bytes: int | None = None) -> bool:
     return default_runtime().can_run(task, model, library=library, size_bytes=size_bytes)
+
+
+def footprint_of(model: str) -> dict:
+    """{download_bytes, memory_bytes, weights_bytes, device, half, loaded} for `model` on this
+    runtime's device, without loading or downloading it (footprint.py). The first three are None for
+    a hub model not in the HF cache: the catalog's size stands in for it."""
+    from dataclasses import asdict
+
+    from .footprint import local_footprint
+
+    runtime = default_runtime()
+    found = local_footprint(model, half=runtime.half)
+    loaded = runtime.is_loaded(model)
+    return {**asdict(found), "device": runtime.device.name, "half": runtime.half, "loaded": loaded}
 
 
 def prefetch(model: str) -> Path:

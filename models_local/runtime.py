@@ -127,6 +127,12 @@ class Runtime:
         stay within the budget); a model in use or already loaded is left as it is."""
         self._cache.release(self._get(task, model, self.handler(task)))
 
+    def is_loaded(self, model: str) -> bool:
+        """Whether `model` is loaded (for some task): its next call skips the load."""
+        if Path(model).expanduser().is_dir():
+            model = str(Path(model).expanduser().resolve())
+        return model in self._cache.names()
+
     def cached(self) -> list[str]:
         """Models in the cache, least recently used first."""
         return self._cache.names()

@@ -53,6 +53,7 @@ SLOW_MODULES = {
     "test_browser",
     "test_browser_privacy",
     "test_browser_review",
+    "test_browser_estimate",
     "test_cli",
     "test_cli_plan",
     "test_mcp",

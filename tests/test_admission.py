@@ -46,8 +46,9 @@ def event(demo, name: str, data: list, *, headers=None, session=None) -> dict:
 
 
 def chat_message(text: str) -> list:
-    """The page's chat event inputs: the message, the conversation key, the LLM choice, review."""
-    return [{"text": text, "files": []}, "", "", "", "", "local", 5, False]
+    """The page's chat event inputs: the message, the conversation key, the LLM choice, review, and
+    the limits' state (none typed: the server's)."""
+    return [{"text": text, "files": []}, "", "", "", "", "local", 5, False, None]
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ STYLES = {
     "failed": ("#fee2e2", "#dc2626", "#7f1d1d", "failed"),
     "skipped": ("#fef9c3", "#ca8a04", "#713f12", "skipped"),
     "stopped": ("#e5e7eb", "#4b5563", "#111827", "stopped"),
+    "not finished": ("#e5e7eb", "#4b5563", "#111827", "not run"),  # the run failed before it (a limit)
 }
 _UNSAFE = re.compile(r"[^\w./ :+-]")
 MAX_TASKS = 40  # a larger plan is listed as text only: a huge diagram helps nobody
@@ -30,22 +31,28 @@ def label(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def plan_mermaid(plan: Plan, states: dict[int, str], models: dict[int, str]) -> str:
-    """A fenced ```mermaid block; '' when there is nothing (or too much) to draw."""
+def plan_mermaid(
+    plan: Plan, states: dict[int, str], models: dict[int, str], estimates: dict[int, str] | None = None
+) -> str:
+    """A fenced ```mermaid block; '' when there is nothing (or too much) to draw. `estimates`: what
+    each task's model is estimated to take, in a few words."""
     if not plan.tasks or len(plan.tasks) > MAX_TASKS:
         return ""
     lines = ["```mermaid", "flowchart LR"]
     for t in plan.tasks:
         state = states.get(t.id, "waiting")
         model = models.get(t.id)
+        estimate = (estimates or {}).get(t.id)
         parts = [f"{t.id} · {label(t.task)}", label(model) if model else "", STYLES[state][3]]
-        lines.append(f'  t{t.id}["{"<br/>".join(p for p in parts if p)}"]:::{state}')
+        parts.insert(2, label(estimate, 60) if estimate else "")
+        lines.append(f'  t{t.id}["{"<br/>".join(p for p in parts if p)}"]:::{state.replace(" ", "-")}')
     ids = {t.id for t in plan.tasks}
     for t in plan.tasks:
         for d in dict.fromkeys(t.dep):
             if d in ids and d != t.id:
                 lines.append(f"  t{d} --> t{t.id}")
     for state, (fill, stroke, colour, _) in STYLES.items():
-        lines.append(f"  classDef {state} fill:{fill},stroke:{stroke},color:{colour},stroke-width:2px")
+        name = state.replace(" ", "-")
+        lines.append(f"  classDef {name} fill:{fill},stroke:{stroke},color:{colour},stroke-width:2px")
     lines.append("```")
     return "\n".join(lines)

@@ -24,6 +24,7 @@ from hugginggpt.artifacts import MEDIA_KINDS, Artifact, ArtifactKind
 from hugginggpt.events import (
     AnswerDelta,
     Done,
+    Estimated,
     Event,
     ModelSelected,
     Outcome,
@@ -78,9 +79,11 @@ def state_badge(state: str) -> str:
     return f'<span class="hg-state hg-{state.replace(" ", "-")}">{MARKS[state]} {state}</span>'
 
 
-def plan_markdown(plan: Plan, states: dict[int, str] | None = None) -> str:
-    """A readable numbered list of tasks, their arguments and what each waits for (the diagram's
-    text for screen readers)."""
+def plan_markdown(
+    plan: Plan, states: dict[int, str] | None = None, estimates: dict[int, str] | None = None
+) -> str:
+    """A readable numbered list of tasks, their arguments, what each waits for and what its model
+    is estimated to take (the diagram's text for screen readers)."""
     if not plan.tasks:
         return "No model is needed for this request: answering directly."
     lines = []
@@ -89,7 +92,8 @@ def plan_markdown(plan: Plan, states: dict[int, str] | None = None) -> str:
         after = [d for d in t.dep if d >= 0]
         waits = f" · after task {', '.join(map(str, after))}" if after else " · starts at once"
         state = f" · {MARKS[states[t.id]]} {states[t.id]}" if states and t.id in states else ""
-        lines.append(f"{t.id}. **{plain(t.task)}** ({args}){waits}{state}")
+        cost = f" · {plain(estimates[t.id])}" if estimates and t.id in estimates else ""
+        lines.append(f"{t.id}. **{plain(t.task)}** ({args}){waits}{state}{cost}")
     return "\n".join(lines)
 
 
@@ -122,6 +126,8 @@ class RunView:
         self.rejections: list[tuple[int, list[str]]] = []
         self.states: dict[int, str] = {}
         self.models: dict[int, str] = {}
+        self.estimates: dict[int, str] = {}  # task id -> its model's estimate, in a few words
+        self.estimated_seconds: dict[int, float | None] = {}
         self.texts: dict[int, str] = {}  # each task's text output, to name what a later task used
         self.cached: set[int] = set()  # tasks served from the result cache
         self.names: dict[int, str] = {}  # each task's type
@@ -166,8 +172,8 @@ class RunView:
         parts = []
         if self.plan is not None:
             parts += [
-                plan_mermaid(self.plan, self.states, self.models),
-                plan_markdown(self.plan, self.states),
+                plan_mermaid(self.plan, self.states, self.models, self.estimates),
+                plan_markdown(self.plan, self.states, self.estimates),
             ]
         if self.rejections:
             parts.append(
@@ -221,36 +227,18 @@ class RunView:
                 self.rejections.append((attempt, list(problems)))
                 self._plan_box()["metadata"]["log"] = f"attempt {attempt} rejected"
                 self._refresh_plan()
-            case PlanReady(plan=plan, attempts=attempts):
-                self.plan = plan
-                box = self._plan_box()
-                box["metadata"].pop("log", None)
-                n = len(plan.tasks)
-                title = f"Plan: {n} task{'s' if n != 1 else ''}" if n else "Plan: no model needed"
-                box["metadata"]["title"] = title + (f" (after {attempts} attempts)" if attempts > 1 else "")
-                for t in plan.tasks:
-                    if t.id not in self.states:  # tasks started from the streamed plan keep their state
-                        self._set_state(t.id, t.task, "waiting")
-                self._refresh_plan()
-                if not n:
-                    self._close(box)
+            case PlanReady():
+                self._plan_ready(event)
             case TaskPlanned(task=t):  # the plan fills in task by task as the LLM writes it
                 self.plan = Plan([*(self.plan.tasks if self.plan else []), t])
                 self._plan_box()["metadata"]["title"] = f"Planning the tasks · {len(self.plan.tasks)} so far"
                 self._set_state(t.id, t.task, "waiting")
             case TaskDropped(task_id=i):
                 self._forget(i)
-            case ModelSelected(
-                task_id=i, task=task, model=model, reason=reason, candidates=cands, source=source
-            ):
-                self.models[i] = model
-                others = [c for c in cands if c != model]
-                node = self._set_state(i, task, "waiting")
-                node["content"] = (
-                    f"Model: {model_link(model)}\n\nWhy: {clean(reason) or 'no reason given'}"
-                    + _SOURCE_NOTES.get(source, "")
-                    + (f"\n\nOther candidates: {', '.join(model_link(c) for c in others)}" if others else "")
-                )
+            case ModelSelected():
+                self._selected(event)
+            case Estimated():
+                self._estimated(event)
             case TaskStarted(task_id=i, task=task, model=model, attempt=attempt):
                 self.models[i] = model
                 node = self._set_state(i, task, "running")
@@ -280,6 +268,42 @@ class RunView:
             case Done() as done:
                 self._end(done)
 
+    def _plan_ready(self, event: PlanReady) -> None:
+        plan, attempts = event.plan, event.attempts
+        self.plan = plan
+        box = self._plan_box()
+        box["metadata"].pop("log", None)
+        n = len(plan.tasks)
+        title = f"Plan: {n} task{'s' if n != 1 else ''}" if n else "Plan: no model needed"
+        box["metadata"]["title"] = title + (f" (after {attempts} attempts)" if attempts > 1 else "")
+        for t in plan.tasks:
+            if t.id not in self.states:  # tasks started from the streamed plan keep their state
+                self._set_state(t.id, t.task, "waiting")
+        self._refresh_plan()
+        if not n:
+            self._close(box)
+
+    def _selected(self, event: ModelSelected) -> None:
+        i, model = event.task_id, event.model
+        self.models[i] = model
+        others = [c for c in event.candidates if c != model]
+        node = self._set_state(i, event.task, "waiting")
+        node["content"] = (
+            f"Model: {model_link(model)}\n\nWhy: {clean(event.reason) or 'no reason given'}"
+            + _SOURCE_NOTES.get(event.source, "")
+            + (f"\n\nOther candidates: {', '.join(model_link(c) for c in others)}" if others else "")
+        )
+
+    def _estimated(self, event: Estimated) -> None:
+        i, estimate = event.task_id, event.estimate
+        self.estimates[i] = estimate.short()
+        self.estimated_seconds[i] = estimate.seconds
+        node = self._set_state(i, event.task, "waiting")
+        _add(node, f"Estimate: {plain(estimate.line())}")
+        if event.excluded:
+            left_out = "; ".join(plain(f"{e.id} ({e.why})") for e in event.excluded)
+            _add(node, "Left out by your limits: " + left_out)
+
     def _forget(self, i: int) -> None:
         """A task the plan that counts does not have: its box and outputs leave the turn."""
         gone = [id(m) for m in (self._tasks.pop(i, None), *self._media_of.pop(i, [])) if m is not None]
@@ -300,6 +324,9 @@ class RunView:
         text = [_value_text(a) for a in outputs if a.path is None]
         self.texts[i] = next((a.value for a in outputs if a.kind == ArtifactKind.TEXT), "")
         node = self._set_state(i, task, "done", seconds=seconds)
+        guess = self.estimated_seconds.get(i)
+        if guess is not None and not event.cached:  # the estimate beside what it took
+            _add(node, f"Took {seconds:.2f} s; the estimate was {guess:.2g} s.")
         if text:
             _add(node, "Result:\n" + "\n".join(text))
         for a in outputs:

@@ -73,9 +73,18 @@ def form_for(draft: Draft, *, notice: str = "") -> dict[str, Any]:
                 "delete": False,
                 "args": {name: str(value) for name, value in t.args.items()},
                 "problems": [],
+                "estimate": estimate_text(choice),
             }
         )
     return {"origin": str(draft.origin), "tasks": tasks, "problems": [], "notice": notice}
+
+
+def estimate_text(choice: Choice | None) -> str:
+    """What the chosen model will take, and what the user's limits left out (shown under the task)."""
+    if choice is None or choice.estimate is None:
+        return ""
+    left_out = "".join(f"\nLeft out by your limits: {e.id}: {e.why}" for e in choice.excluded)
+    return f"Estimate: {choice.estimate.line()}{left_out}"
 
 
 def deps_text(dep: Sequence[int]) -> str:

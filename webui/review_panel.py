@@ -223,6 +223,8 @@ def _task_fields(gr: Any, t: dict[str, Any]) -> list[Any]:
     """One task's fields in review_form.field_names order, its problems under them."""
     i = t["id"]
     gr.Markdown(f"**Task {i} · {plain(t['task'])}**", elem_id=f"review-task-{i}")  # a trace's words
+    if t.get("estimate"):  # estimate.py: download, memory, seconds, cost; candidates a limit left out
+        gr.Markdown(_problems(t["estimate"].splitlines()), elem_id=f"review-estimate-{i}")
     with gr.Row():
         fields = [
             gr.Dropdown(

@@ -18,6 +18,10 @@ class LLMChoice:
     api_key: str = field(default="", repr=False)
     inference: str = ""
     top_k: int | float | None = None
+    # Limits on the models (hugginggpt.limits): a visitor may tighten the server's, never loosen them.
+    max_model_gb: float | None = None
+    max_download_gb: float | None = None
+    licenses: str = ""  # comma-separated
 
 
 def merge_settings(server: Settings, choice: LLMChoice, *, public: bool, resolve: bool = True) -> Settings:
@@ -52,4 +56,26 @@ def merge_settings(server: Settings, choice: LLMChoice, *, public: bool, resolve
     if mode not in INFERENCE_MODES:
         raise ValueError(f"Inference mode must be one of {', '.join(INFERENCE_MODES)}.")
     top_k = int(choice.top_k) if choice.top_k else s.top_k
-    return replace(s, llm_model=model or s.llm_model, inference=mode, top_k=max(1, top_k))
+    s = replace(s, llm_model=model or s.llm_model, inference=mode, top_k=max(1, top_k))
+    return with_limits(s, choice)
+
+
+def with_limits(s: Settings, choice: LLMChoice) -> Settings:
+    """The server's limits, tightened by the visitor's: the smaller size, the licences both allow."""
+
+    def tighter(server: float, typed: float | None) -> float:
+        if not typed or typed < 0:
+            return server
+        return min(server, typed) if server else float(typed)
+
+    typed = tuple(x.strip().lower() for x in choice.licenses.split(",") if x.strip())
+    allowed = s.licenses
+    if typed:
+        allowed = tuple(x for x in typed if not s.licenses or x in {y.lower() for y in s.licenses})
+        allowed = allowed or ("(none)",)  # no licence both allow: nothing fits, and the refusal says so
+    return replace(
+        s,
+        max_model_gb=tighter(s.max_model_gb, choice.max_model_gb),
+        max_download_gb=tighter(s.max_download_gb, choice.max_download_gb),
+        licenses=allowed,
+    )

@@ -13,6 +13,7 @@ class ProviderRoute:
     provider: str  # e.g. "hf-inference", "fal-ai"
     status: str  # "live", "staging" (testing only) or "error" (its last health check failed)
     task: str  # the task the provider serves the model for, in huggingface_hub's words
+    price_usd: float | None = None  # one call's price, where the catalog entry gives it
 
     @property
     def live(self) -> bool:
@@ -55,6 +56,8 @@ class ModelCard:
         raw = {k: v for k, v in asdict(self).items() if v not in (None, (), "") or k == "providers"}
         if raw["providers"] is None:
             del raw["providers"]  # unknown; an empty list says "no provider" and stays
+        else:  # a price only where one is known
+            raw["providers"] = tuple({k: v for k, v in r.items() if v is not None} for r in raw["providers"])
         if raw.get("counts_known") is True:
             del raw["counts_known"]  # the default: keep files short
         if raw.get("local") is False:

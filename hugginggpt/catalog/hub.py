@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..tasks import CONTROLS, TASKS
 from .card import ModelCard, ProviderRoute
 from .describe import describe
+from .facts import Facts, hub_facts
 from .rules import is_local
 
 if TYPE_CHECKING:
@@ -102,7 +103,8 @@ def _as_tuple(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(str(v) for v in values if str(v).strip()))
 
 
-def card_from_info(task: str, info: Any, card_text: str | None) -> ModelCard:
+def card_from_info(task: str, info: Any, card_text: str | None, facts: Facts | None = None) -> ModelCard:
+    """`facts`: the weight files' total and the licence from the model's file listing, when asked."""
     data = info.card_data.to_dict() if getattr(info, "card_data", None) is not None else {}
     library = info.library_name or data.get("library_name")
     languages = _as_tuple(data.get("language"))
@@ -126,8 +128,8 @@ def card_from_info(task: str, info: Any, card_text: str | None) -> ModelCard:
         description=description,
         library=library,
         local=is_local(task, library),
-        size_bytes=size_from_safetensors(getattr(info, "safetensors", None)),
-        license=license_[0] if license_ else None,
+        size_bytes=(facts and facts.size_bytes) or size_from_safetensors(getattr(info, "safetensors", None)),
+        license=license_[0] if license_ else (facts.license if facts else None),
         languages=languages,
         datasets=datasets,
         tags=tags,
@@ -178,14 +180,31 @@ def fetch_card_text(model_id: str) -> str | None:
     return response.text if response.status_code == 200 else None
 
 
+def fetch_facts(model_id: str) -> Facts | None:
+    """The size of the weight files the runtime would download, and the licence; None when the
+    listing cannot be had (the card keeps what list_models said)."""
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
+    failed: tuple[type[BaseException], ...] = (HfHubHTTPError, ValueError, *network_errors())
+    try:
+        return hub_facts(model_id, timeout=30)
+    except OfflineModeIsEnabled as err:
+        raise HubUnreachable(str(err)) from err
+    except failed:
+        return None
+
+
 def fetch(
     tasks: Iterable[str],
     *,
     limit: int,
     card_text: bool = True,
+    sizes: bool = True,
     on_model: Callable[[str, str], None] = lambda task, model_id: None,
 ) -> Iterator[ModelCard]:
-    """Cards for each task's most downloaded models, live from the Hub (HF_ENDPOINT honoured)."""
+    """Cards for each task's most downloaded models, live from the Hub (HF_ENDPOINT honoured).
+
+    `sizes`: one more request per model, for its file listing (the size the runtime downloads)."""
     from huggingface_hub import HfApi
     from huggingface_hub.errors import OfflineModeIsEnabled
 
@@ -199,11 +218,13 @@ def fetch(
             except network_errors() as err:
                 first_line = str(err).splitlines()[0] if str(err) else ""
                 raise HubUnreachable(f"{type(err).__name__}: {first_line}") from err
-            with ThreadPoolExecutor(max_workers=CARD_WORKERS) as pool:  # READMEs: I/O bound
-                texts = pool.map(fetch_card_text, [i.id for i in infos]) if card_text else [None] * len(infos)
-                for info, text in zip(infos, texts, strict=True):
+            ids = [i.id for i in infos]
+            with ThreadPoolExecutor(max_workers=CARD_WORKERS) as pool:  # READMEs, listings: I/O bound
+                texts = pool.map(fetch_card_text, ids) if card_text else [None] * len(infos)
+                facts = pool.map(fetch_facts, ids) if sizes else [None] * len(infos)
+                for info, text, fact in zip(infos, texts, facts, strict=True):
                     on_model(task, info.id)
-                    yield card_from_info(task, info, text)
+                    yield card_from_info(task, info, text, fact)
 
 
 def other_tasks_lines(path: Path, tasks: Iterable[str]) -> list[str]:

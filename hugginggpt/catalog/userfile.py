@@ -8,7 +8,7 @@ at their own server with two lines. `path:` (a local folder, relative to the fil
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -192,15 +192,20 @@ def check(item: Any, *, base: Path) -> tuple[dict[str, Any], list[str], list[str
 
 
 def _providers(value: Any) -> tuple[tuple[ProviderRoute, ...], str | None]:
-    """`providers`: a list of {provider, status, task}, each a non-empty string."""
-    wrong = "`providers` must be a list of {provider, status, task} entries (strings)"
+    """`providers`: a list of {provider, status, task}, each a non-empty string, and optionally
+    price_usd (one call's price, a number not below 0)."""
+    wrong = "`providers` must be a list of {provider, status, task} entries (strings; price_usd: a number)"
     if not isinstance(value, list):
         return (), wrong
     routes = []
     for item in value:
-        if not isinstance(item, dict) or set(item) != set(ROUTE_FIELDS):
+        if not isinstance(item, dict) or not set(ROUTE_FIELDS) <= set(item) <= {*ROUTE_FIELDS, "price_usd"}:
             return (), wrong
         if not all(isinstance(item[k], str) and item[k].strip() for k in ROUTE_FIELDS):
             return (), wrong
-        routes.append(ProviderRoute(**{k: item[k].strip() for k in ROUTE_FIELDS}))
+        price = item.get("price_usd")
+        if price is not None and (isinstance(price, bool) or not isinstance(price, int | float) or price < 0):
+            return (), wrong
+        route = ProviderRoute(**{k: item[k].strip() for k in ROUTE_FIELDS})
+        routes.append(replace(route, price_usd=float(price)) if price is not None else route)
     return tuple(routes), None

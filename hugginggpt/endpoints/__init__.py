@@ -1,6 +1,6 @@
 """Where models run. The pipeline talks to every endpoint through `Endpoint`."""
 
-from .base import Endpoint, EndpointError, ModelUnavailable, Stopped, StopSignal
+from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal
 from .hosted import HostedEndpoint
 from .local import LocalEndpoint
 from .remote import RemoteEndpoint
@@ -42,6 +42,7 @@ def build_endpoint(
 __all__ = [
     "Endpoint",
     "EndpointError",
+    "Footprint",
     "HostedEndpoint",
     "LocalEndpoint",
     "ModelUnavailable",

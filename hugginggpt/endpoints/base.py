@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,6 +27,18 @@ class StopSignal(Protocol):
     """Set when the caller no longer wants the result (Stop pressed, time-out): a threading.Event."""
 
     def is_set(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What running a model takes before it runs (estimate.py adds the seconds); None: not known."""
+
+    where: str  # "local:cpu", "local:cuda", "hosted", "remote": also what learnt seconds are kept by
+    download_bytes: int | None = 0
+    memory_bytes: int | None = 0  # on this machine
+    size_bytes: int | None = None  # the model's weight files
+    cost_usd: float | None = None  # of one call, where the provider's price is known
+    loaded: bool = False  # already in memory here: a call skips the load (learnt apart from first calls)
 
 
 class Endpoint(ABC):
@@ -62,3 +75,7 @@ class Endpoint(ABC):
 
     def describe(self) -> str:
         return self.name
+
+    def footprint(self, model: ModelCard) -> Footprint:
+        """What running `model` here takes: by default it runs elsewhere, so nothing on this machine."""
+        return Footprint(self.name, size_bytes=model.size_bytes)

@@ -23,7 +23,7 @@ from ..catalog import ModelCard
 from ..model_ids import hub_id_problem
 from ..text import shorten
 from . import transport
-from .base import Endpoint, EndpointError, ModelUnavailable, Stopped, StopSignal
+from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal
 from .hosted_routes import AUTO, NO_TOKEN_NEEDED, ProviderBook, pick, why_not
 from .hosted_tasks import CONTROLNET_OPS, OPS, TaskOp, to_artifacts
 
@@ -80,6 +80,19 @@ class HostedEndpoint(Endpoint):
         if model.path or hub_id_problem(model.id):  # a local folder, a URL: no hosted counterpart
             return False
         return self._route(model, op)[1] is None
+
+    def footprint(self, model: ModelCard) -> Footprint:
+        """Nothing on this machine; the cost of one call when the provider it goes to has a price."""
+        from huggingface_hub import get_token
+
+        op = self._op(model.task, model)
+        served = self.providers.served(model) if op is not None and not model.endpoint_url else None
+        route = None
+        if op is not None and served is not None:
+            have_token = bool(self.token or get_token())
+            route = pick(served.routes, self.provider, op.hf_task, model.task, have_token=have_token)
+        cost = route.price_usd if route is not None else None
+        return Footprint("hosted", size_bytes=model.size_bytes, cost_usd=cost)
 
     def _route(self, model: ModelCard, op: TaskOp) -> tuple[str, str | None]:
         """The provider to call for a hub id, and why it cannot be served (None: it can, or the

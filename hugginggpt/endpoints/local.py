@@ -14,7 +14,7 @@ from typing import Any
 from ..artifacts import Artifact
 from ..catalog import ModelCard
 from ..text import shorten
-from .base import Endpoint, EndpointError, ModelUnavailable, Stopped, StopSignal
+from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,22 @@ class LocalEndpoint(Endpoint):
             log.info("warming %s for %s failed: %s", model.id, task, shorten(exc))
             return False
         return True
+
+    def footprint(self, model: ModelCard) -> Footprint:
+        """Measured from the files when the model is in a folder or the HF cache (nothing to
+        download); else the catalog's size is what would be downloaded and loaded."""
+        import models_local
+
+        if model.library == "builtin":  # no weights
+            return Footprint("local", 0, 0, 0)
+        found = models_local.footprint_of(model.source)
+        where = f"local:{found['device']}"
+        if found["download_bytes"] is None:
+            size = model.size_bytes
+            memory = size // 2 if size is not None and found["half"] else size
+            return Footprint(where, size, memory, size, loaded=found["loaded"])
+        weights = found["weights_bytes"] or model.size_bytes
+        return Footprint(where, 0, found["memory_bytes"], weights, loaded=found["loaded"])
 
     def run(
         self,

@@ -8,7 +8,7 @@ from typing import Any
 from ..artifacts import Artifact
 from ..catalog import ModelCard
 from ..modes import backends_of
-from .base import Endpoint, EndpointError, ModelUnavailable, Stopped, StopSignal
+from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal
 from .observed import ran_on
 
 
@@ -36,6 +36,11 @@ class RoutedEndpoint(Endpoint):
         """The backend the call would try first warms it."""
         first = next((b for b in self.backends if b.can_run(model)), None)
         return first is not None and first.warm(task, model)
+
+    def footprint(self, model: ModelCard) -> Footprint:
+        """The footprint where the model would run: the first backend that can run it."""
+        backend = next((b for b in self.backends if b.can_run(model)), self.backends[0])
+        return backend.footprint(model)
 
     def run(
         self,

@@ -14,7 +14,7 @@ from PIL import Image
 from hugginggpt import tasks as task_types
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
-from hugginggpt.endpoints import Endpoint, EndpointError, ModelUnavailable, Stopped
+from hugginggpt.endpoints import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped
 
 
 @dataclass
@@ -70,6 +70,17 @@ class FakeEndpoint(Endpoint):
                     self.stopped.append(model)
                 raise Stopped(f"{model}: stopped")
             time.sleep(0.01)
+
+
+@dataclass
+class SizedEndpoint(FakeEndpoint):
+    """The fake endpoint, with each model's footprint as given: (size, download) in bytes."""
+
+    sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def footprint(self, model: ModelCard) -> Footprint:
+        size, download = self.sizes.get(model.id, (0, 0))
+        return Footprint("local:cpu", download, size, size)
 
 
 def make_outputs(task: str, model: str, inputs: dict[str, Any], out_dir: Path) -> list[Artifact]:

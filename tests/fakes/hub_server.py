@@ -7,7 +7,8 @@ Serves what HfApi.list_models, HfApi.model_info and a README download need: GET 
 (filters pipeline_tag, filter (tags), search (id substring), inference_provider (a provider's
 name, or "all"), sort=downloads|likes, limit, expand), GET /api/models/{repo} (expand; an unknown
 repo is a 404 with X-Error-Code RepoNotFound, as the Hub answers) and
-GET /{repo}/resolve/{revision}/README.md. A model's `providers` is its inference provider mapping
+GET /{repo}/resolve/{revision}/README.md; with blobs=true (files_metadata), a model's `files` and
+their sizes as its siblings. A model's `providers` is its inference provider mapping
 ({provider: {"status", "task"}}), sent in the Hub's shapes: a list from /api/models, a mapping
 from /api/models/{repo}. `hub.requests` records each request's path and query; `api_status=401`
 (say) makes /api/models fail with that status.
@@ -39,6 +40,7 @@ class HubModel:
     gated: str | bool = False  # "auto" | "manual" | False
     providers: dict[str, dict[str, str]] = field(default_factory=dict)  # {"fal-ai": {"status", "task"}}
     info_status: int = 200  # /api/models/{id} answers with this HTTP error status when not 200
+    files: dict[str, int] = field(default_factory=dict)  # the repo's files and their sizes (blobs=true)
 
     def mapping(self, *, as_list: bool) -> list[dict[str, str]] | dict[str, dict[str, str]]:
         entries = {p: {"providerId": f"{p}/{self.id}", **m} for p, m in self.providers.items()}
@@ -145,8 +147,12 @@ class FakeHub:
                     if model.info_status != 200:
                         body = json.dumps({"error": "Internal Error"}).encode()
                         return self._send(model.info_status, body, "application/json")
-                    body = json.dumps(model.api_json(query.get("expand", []), single=True)).encode()
-                    return self._send(200, body, "application/json")
+                    answer = model.api_json(query.get("expand", []), single=True)
+                    if "blobs" in query:  # model_info(files_metadata=True): the default fields and sizes
+                        answer["sha"] = "0" * 40
+                        answer["cardData"] = model.card_data
+                        answer["siblings"] = [{"rfilename": f, "size": n} for f, n in model.files.items()]
+                    return self._send(200, json.dumps(answer).encode(), "application/json")
                 if "/resolve/" in path and path.endswith("/README.md"):
                     repo = path.strip("/").split("/resolve/")[0]
                     model = next((m for m in hub.models if m.id == repo), None)
