@@ -12,7 +12,6 @@ HUGGINGGPT_API_KEYS is set). The concurrency limit covers those calls too.
 
 # No `from __future__ import annotations`: Gradio finds the gr.Request parameters by their annotation.
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from hugginggpt.endpoints import Endpoint
 from hugginggpt.llm import LLM
 from hugginggpt.modes import INFERENCE_MODES
 from webui import review_panel, saved
+from webui.browser_secret import browser_secret
 from webui.calls import Calls
 from webui.chat import ChatApp, LLMChoice
 from webui.files import Publisher
@@ -83,6 +83,8 @@ class Page:
     earlier: Any
     store: Any  # gr.BrowserState: this browser's conversations and settings (webui.saved)
     conv_key: Any  # gr.State: the open conversation's key
+    undo: Any  # "Undo delete", shown after a conversation was deleted
+    deleted: Any  # gr.State: the key of the conversation deleted last, for the undo
     review: review_panel.ReviewControls  # the plan's review form and the re-run buttons
 
     @property
@@ -152,6 +154,9 @@ def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
             label="Conversations in this browser",
             elem_id="earlier",
         )
+        undo = gr.Button(
+            "Undo delete", size="sm", scale=0, min_width=120, visible=False, elem_id="undo-delete"
+        )
     chatbot = gr.Chatbot(
         value=chat.welcome(),
         label="Conversation",
@@ -210,11 +215,13 @@ def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
                 info=" · ".join(f"{name}: {help}" for name, (_, help) in INFERENCE_MODES.items()),
             )
             top_k = gr.Slider(1, 10, step=1, value=settings.top_k, label="Candidate models per task (top-K)")
-    store = gr.BrowserState(saved.empty(), storage_key="hugginggpt")
+    # A stable secret: what a browser saved can still be read after the app restarts.
+    secret = browser_secret(settings.app_secret, Path(chat.settings.workdir))
+    store = gr.BrowserState(saved.empty(), storage_key="hugginggpt", secret=secret)
     conv_key = gr.State("")
     return Page(
         status, chatbot, box, stop, traces, base_url, model, key, mode, top_k, keep_key, problems,
-        new, earlier, store, conv_key, review,
+        new, earlier, store, conv_key, undo, gr.State(""), review,
     )  # fmt: skip
 
 
@@ -269,12 +276,18 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
         return publisher.messages(conv, messages), [publisher.file(conv, t) for t in trace_files]
 
     def shown(key: str) -> tuple[list[dict[str, Any]], list[str]]:
-        conv = chat.conversation(key)
+        conv = chat.conversations.find(key)  # none yet: made on the first request, not for a look
+        if conv is None:
+            return chat.welcome(), []
         return published(key, conv.display, conv.traces)
+
+    def exists(key: str) -> bool:
+        return chat.conversations.title(key) is not None
 
     def listing(store: Any) -> Any:
         """This browser's conversations, the open one selected (none yet: a prompt to pick one)."""
-        listed = saved.choices(store)
+        titles = [(chat.conversations.title(key), key) for key in saved.keys(store)]
+        listed = [(title, key) for title, key in titles if title is not None]
         current = saved.normal(store)["current"]
         if any(key == current for _, key in listed):
             return gr.Dropdown(choices=listed, value=current)
@@ -283,9 +296,8 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
     def after_run(conv_key: str, store: Any, request: gr.Request):
         key = conversation_key(conv_key, request)
         conv = chat.conversations.find(key)
-        if saved.valid_key(key) and conv is not None and conv.history:
-            # A neutral title: the browser keeps no conversation content, only keys and times.
-            store = saved.remember(store, key, time.strftime("Conversation of %b %d, %H:%M"))
+        if saved.valid_key(key) and conv is not None and conv.requests:
+            store = saved.remember(store, key)  # its title stays on the server (ConversationTable.title)
         return gr.MultimodalTextbox(interactive=True), gr.Button(visible=False), store, listing(store)
 
     def on_stop(conv_key: str, request: gr.Request) -> None:
@@ -294,33 +306,45 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
     def on_new(conv_key: str, store: Any, request: gr.Request):
         key = saved.new_key()
         browsers[_session(request)] = key
-        store = saved.open_key(store, key)
-        return key, *shown(key), store, listing(store), gr.Button(visible=False)
+        store = saved.open_key(store, key, keep=exists)
+        return key, *shown(key), store, listing(store), gr.Button(visible=False), gr.Button(visible=False)
 
     def on_pick(picked: str, conv_key: str, store: Any, request: gr.Request):
-        if not picked or picked == conv_key or picked not in dict(saved.choices(store)).values():
-            return conv_key, gr.skip(), gr.skip(), store, gr.skip(), gr.skip()
+        if not picked or picked == conv_key or picked not in saved.keys(store):
+            # Nothing at all comes back: another event (New conversation) may be switching meanwhile.
+            return (gr.skip(),) * 7
         if chat.conversations.find(picked) is None:  # deleted on the server since
             store = saved.forget(store, picked)
-            gr.Info("That conversation is no longer on the server (idle too long, or the app restarted).")
-            return conv_key, gr.skip(), gr.skip(), store, listing(store), gr.skip()
-        browsers[_session(request)] = picked
-        store = saved.remember(store, picked, "")
-        return picked, *shown(picked), store, listing(store), gr.Button(visible=False)
+            gr.Info("That conversation is no longer on the server (deleted, or past its retention time).")
+            return conv_key, gr.skip(), gr.skip(), store, listing(store), gr.skip(), gr.skip()
+        return opened(picked, store, request)
+
+    def opened(key: str, store: Any, request: Any):
+        """`key` as the open conversation, remembered by the browser for its next visit."""
+        browsers[_session(request)] = key
+        store = saved.remember(saved.open_key(store, key, keep=exists), key)
+        return key, *shown(key), store, listing(store), gr.Button(visible=False), gr.Button(visible=False)
 
     def on_clear(conv_key: str, request: gr.Request):
-        """The trash icon: this conversation and its files are deleted; a new one opens."""
+        """The trash icon: this conversation is deleted, its files unreachable at once; a new one
+        opens, and "Undo delete" brings the old one back for a while."""
         old = conversation_key(conv_key, request)
-        chat.reset(old)
+        can_undo = chat.reset(old)
         key = saved.new_key() if saved.valid_key(old) else old
         if key != old:
             browsers[_session(request)] = key
-        return key, chat.welcome(), None
+        return key, chat.welcome(), None, gr.Button(visible=can_undo), old if can_undo else ""
+
+    def on_undo(deleted: str, store: Any, request: gr.Request):
+        if not saved.valid_key(deleted) or chat.conversations.undelete(deleted) is None:
+            gr.Info("That conversation can no longer be brought back.")
+            return gr.skip(), gr.skip(), gr.skip(), store, gr.skip(), gr.skip(), gr.Button(visible=False)
+        return opened(deleted, store, request)
 
     def tidy(conv_key: str, store: Any):
         """The browser's list without conversations the server no longer has, the open one current."""
         store = saved.normal(store)
-        for _, key in saved.choices(store):
+        for key in saved.keys(store):
             if chat.conversations.find(key) is None:
                 store = saved.forget(store, key)
         store = saved.open_key(store, conv_key) if saved.valid_key(conv_key) else store
@@ -330,7 +354,7 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
         key = browsers.pop(_session(request), None)
         if key is None:  # an API client or a page without a store: its conversation ends with it
             chat.drop(_session(request))
-        else:  # a reload within the grace comes back to it; else it ends with its files
+        else:  # its run stops; the conversation stays on disk for the next visit
             chat.stop(key)
             chat.conversations.leave(key)
 
@@ -394,7 +418,7 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
     page.stop.click(
         on_stop, [page.conv_key], None, queue=False, api_name="stop", api_visibility="undocumented"
     )
-    switched = [page.conv_key, page.chatbot, page.traces, page.store, page.earlier, page.stop]
+    switched = [page.conv_key, page.chatbot, page.traces, page.store, page.earlier, page.stop, page.undo]
     page.new.click(on_new, [page.conv_key, page.store], switched, cancels=[run], **quiet).then(
         *refresh, **quiet
     )
@@ -404,10 +428,13 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
     page.chatbot.clear(
         on_clear,
         [page.conv_key],
-        [page.conv_key, page.chatbot, page.traces],
+        [page.conv_key, page.chatbot, page.traces, page.undo, page.deleted],
         api_name="new_conversation",
         api_visibility="undocumented",
     ).then(tidy, [page.conv_key, page.store], [page.store, page.earlier], **quiet).then(*refresh, **quiet)
+    page.undo.click(on_undo, [page.deleted, page.store], switched, cancels=[run], **quiet).then(
+        *refresh, **quiet
+    )
     for field in (page.base_url, page.model, page.key):  # typed fields: on leaving them, not on every key
         gr.on([field.blur, field.submit], show_status, inputs, status_outputs, **quiet)
     for field in (page.mode, page.top_k):

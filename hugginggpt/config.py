@@ -77,7 +77,9 @@ class Settings:
     # The app.
     app_max_upload_mb: float = 20.0  # per file
     app_concurrency: int = 8  # requests answered at once, across all sessions
-    app_leave_grace_seconds: float = 120.0  # a left page's conversation ends after this, unless reloaded
+    app_leave_grace_seconds: float = 120.0  # a left page's conversation leaves memory (kept on disk)
+    app_retention_hours: float | None = None  # unused this long, deleted; None: 720 private, 24 public
+    app_secret: str | None = field(default=None, repr=False)  # the browser store's key (else generated)
     space_id: str | None = None  # set on a Hugging Face Space
     server_name: str = "127.0.0.1"  # where the app listens (GRADIO_SERVER_NAME)
     public: bool | None = None  # None: public on a Space or when listening beyond loopback
@@ -119,6 +121,8 @@ class Settings:
         if self.cache_scope not in CACHE_SCOPES:
             scopes = ", ".join(CACHE_SCOPES)
             raise ValueError(f"cache_scope must be one of {scopes}, not {self.cache_scope!r}")
+        if self.app_retention_hours is not None and self.app_retention_hours <= 0:
+            raise ValueError("app_retention_hours must be more than 0")
         if self.cache_max_bytes < 0 or not 0 <= self.seed < 2**31:
             raise ValueError("cache_max_bytes must not be negative; seed is from 0 to 2**31 - 1")
 
@@ -184,6 +188,8 @@ def _coerce(name: str, value: Any) -> Any:
         return tuple(str(n).strip() for n in names if str(n).strip())
     if isinstance(default, bool) or name in ("public", "oauth"):
         return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+    if name == "app_retention_hours":
+        return float(value)
     if isinstance(default, int) or name == "shots":
         return int(value)
     if isinstance(default, float):

@@ -220,21 +220,22 @@ def test_one_user_bubble_holds_the_text_and_its_files():
     ]
 
 
-def test_the_browser_store_keeps_keys_titles_and_settings_and_drops_what_it_did_not_write():
+def test_the_browser_store_keeps_keys_and_settings_only_and_drops_what_it_did_not_write():
     key = saved.new_key()
-    store = saved.remember(saved.empty(), key, "caption   this\nphoto")
-    assert saved.choices(store) == [("caption this photo", key)] and store["current"] == key
-    for n in range(12):
-        store = saved.remember(store, saved.new_key(), f"request {n}")
-    assert len(saved.choices(store)) == saved.MAX_SAVED and saved.choices(store)[0][0] == "request 11"
+    store = saved.remember(saved.empty(), key)
+    assert saved.keys(store) == [key] and store["current"] == key
+    assert store["conversations"] == [{"key": key}]  # no title: it stays on the server
+    for _ in range(12):
+        store = saved.remember(store, saved.new_key())
+    assert len(saved.keys(store)) == saved.MAX_SAVED and key not in saved.keys(store)
     crafted = {
         "current": "../../etc/passwd",
-        "conversations": [{"key": "a-session-hash", "title": "x"}, {"key": key, "title": 5}, "junk"],
+        "conversations": [{"key": "a-session-hash", "title": "x"}, {"key": key, "title": "old"}, "junk"],
         "settings": {"base_url": "http://h/v1", "path": "/etc", "top_k": {"x": 1}},
     }
     assert saved.normal(crafted) == {
         "current": "",
-        "conversations": [],
+        "conversations": [{"key": key}],  # a store written before titles moved to the server
         "settings": {"base_url": "http://h/v1"},
     }
     assert saved.normal("not a dict") == saved.empty()
@@ -242,6 +243,12 @@ def test_the_browser_store_keeps_keys_titles_and_settings_and_drops_what_it_did_
     assert "api_key" not in saved.with_settings(store, values, keep_key=False, api_key="sk-1")["settings"]
     assert saved.with_settings(store, values, keep_key=True, api_key="sk-1")["settings"]["api_key"] == "sk-1"
     assert saved.forget(store, store["current"])["current"] == ""
+    # The open conversation is listed; switching away keeps it listed if it has something in it.
+    opened = saved.open_key(saved.empty(), key)
+    assert saved.keys(opened) == [key] and opened["conversations"] == []
+    other = saved.new_key()
+    assert saved.keys(saved.open_key(opened, other, keep=lambda k: k == key)) == [other, key]
+    assert saved.keys(saved.open_key(opened, other)) == [other]  # an empty one is not kept
 
 
 def test_settings_problems_go_to_the_field_they_concern(tmp_path):

@@ -13,6 +13,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,9 @@ from hugginggpt.pipeline import Pipeline
 from hugginggpt.planfile import choices_as_ran
 from hugginggpt.records import TaskStatus
 
+from . import saved
 from .backends import Backends
+from .conversation_store import ConversationStore, retention_hours, work_folder
 from .conversations import Conversation, ConversationTable, TableFull
 from .render import RunView, user_message
 from .review_form import Draft, Origin
@@ -70,6 +73,7 @@ class ChatApp:
         max_conversations: int = 500,
         concurrency: int | None = None,
     ):
+        settings = replace(settings, workdir=str(work_folder(settings)))
         self.settings = settings
         self.catalog = catalog if catalog is not None else build_catalog(settings)
         self.max_upload_bytes = max_upload_bytes or settings.max_upload_bytes
@@ -84,7 +88,12 @@ class ChatApp:
             per_client=per_client,
             leave_grace_seconds=settings.app_leave_grace_seconds,
             welcome=self.welcome,
+            store=ConversationStore(
+                self.workdir / "conversations", retention_seconds=retention_hours(settings) * 3600
+            ),
+            saved=saved.valid_key,  # a browser's conversations; an API client's end with its session
         )
+        self.conversations.sweep()
         self.backends = Backends(settings, llm=llm, endpoint=endpoint, public=self.public_llm_only)
         self._refused_entries = sum(": warning: " not in p for p in self.catalog.problems)
         for problem in self.catalog.problems:  # the operator reads the details in the log
@@ -94,9 +103,10 @@ class ChatApp:
     def conversation(self, session: str, client: str = "") -> Conversation:
         return self.conversations.get(session, client)
 
-    def reset(self, session: str) -> None:
-        """A new conversation for this session: fresh workspace and history."""
-        self.conversations.drop(session)
+    def reset(self, session: str) -> bool:
+        """A new conversation for this session: fresh workspace and history. Returns whether the old
+        one can still be brought back (ConversationTable.undelete)."""
+        return self.conversations.drop(session)
 
     def drop(self, session: str) -> None:
         """Forget a conversation and delete its files."""
@@ -162,6 +172,21 @@ class ChatApp:
         except TableFull as e:
             yield [_note(str(e))], [], False
             return
+        try:
+            yield from self._respond(conv, session, message, choice, hf_token, poll, review)
+        finally:
+            self.conversations.save(conv)
+
+    def _respond(
+        self,
+        conv: Conversation,
+        session: str,
+        message: dict[str, Any] | str | None,
+        choice: LLMChoice,
+        hf_token: str | None,
+        poll: float,
+        review: bool,
+    ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
         text, files = _split_message(message)
         if conv.cancel is not None:
             yield conv.display + [_note(BUSY)], conv.traces, True
@@ -170,8 +195,11 @@ class ChatApp:
             yield conv.display, conv.traces, False
             return
         conv.requests += 1
-        user = [user_message(text, files)]
+        conv.title = conv.title or self._title(text)
         problems = [p for f in files if (p := check_upload(f, max_bytes=self.max_upload_bytes))]
+        if not problems:  # kept with the conversation, which shows them from there
+            files = [str(conv.workspace.add_upload(Path(f))) for f in files]
+        user = [user_message(text, files)]
         if problems:
             bad = [user_message(text or "(files only)", [])]
             conv.display += bad + [
@@ -204,6 +232,14 @@ class ChatApp:
             ),
             poll=poll,
         )
+
+    def _title(self, text: str) -> str:
+        """On a private app, the first request's words; on a public one the server keeps no words
+        of it outside the conversation itself, so a neutral title (ConversationTable.title)."""
+        if self.public_llm_only or not text:
+            return ""
+        text = " ".join(text.split())
+        return text if len(text) <= 60 else text[:59] + "…"
 
     def pipeline_for(self, choice: LLMChoice, hf_token: str | None = None) -> Pipeline:
         """A pipeline with this session's settings; ValueError for a settings problem."""
@@ -277,6 +313,7 @@ class ChatApp:
                 view.feed(Done(Outcome.CANCELLED))
                 self._finish(conv, text, view)
             conv.cancel = None
+            self.conversations.save(conv)
 
     def _finish(self, conv: Conversation, text: str, view: RunView) -> None:
         done = view.done
