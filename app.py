@@ -37,7 +37,9 @@ ROOT = Path(__file__).resolve().parent
 ASSETS = ROOT / "assets"
 CSS = """
 #status { font-size: 0.9em; opacity: 0.85; }
-#chat { min-height: 520px; }
+#chat { min-height: 300px; }
+/* Mermaid's source is shown only once it is drawn (Gradio's chat puts the source in first). */
+#chat .mermaid:not(:has(svg)) { visibility: hidden; max-height: 4em; overflow: hidden; }
 .hg-state { font-weight: 600; white-space: nowrap; }
 .hg-done { color: #15803d; }
 .hg-running { color: #1d4ed8; }
@@ -47,9 +49,10 @@ CSS = """
 .field-problem { font-size: 0.9em; }
 .field-problem, .field-problem * { color: #b91c1c !important; }
 #review-form { padding: 0.75em; }
-#chat .mermaid svg { max-width: 100%; height: auto; }
+#chat .mermaid { overflow-x: auto; }  /* the plan graph at its own size, readable on a phone */
 @media (max-width: 480px) {
-  #chat { min-height: 360px; }
+  #chat { height: calc(100dvh - 420px) !important; min-height: 240px; }
+  #intro p { display: none; }
   #request-row { flex-wrap: wrap; }
   #stop { min-width: 100% !important; }
 }
@@ -136,7 +139,8 @@ def build_demo(
 def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
     gr.Markdown(
         "## HuggingGPT\nAsk for something that needs models: the controller LLM plans tasks, picks "
-        "Hugging Face models for them, runs them and answers. Attach images or audio with the clip."
+        "Hugging Face models for them, runs them and answers. Attach images or audio with the clip.",
+        elem_id="intro",
     )
     if settings.uses_oauth:  # a signed-in visitor's token pays for their hosted calls and ZeroGPU quota
         gr.LoginButton(elem_id="login")
@@ -161,7 +165,7 @@ def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
         value=chat.welcome(),
         label="Conversation",
         elem_id="chat",
-        height="72vh",
+        height="calc(100dvh - 300px)",  # the message box in view on first load (tests/test_browser_layout.py)
         autoscroll=True,
         group_consecutive_messages=True,  # a request's work, media and answer read as one turn
     )

@@ -172,10 +172,40 @@ def test_states_tell_the_truth_skipped_stopped_and_failed_plans():
     assert all(f"attempt {n}: problem {n}" in view.plan_box["content"] for n in (1, 2, 3))
 
 
+def test_the_plan_drawing_stays_the_same_while_the_run_goes_and_shows_the_end_states(tmp_path):
+    """A drawing replaced while Mermaid draws it throws in the browser: it changes only at the end."""
+    view = RunView("r1")
+    view.feed(PlanReady(PLAN, 1))
+    drawing = re.compile(r"```mermaid.*?```", re.DOTALL)
+    planned = drawing.search(view.plan_box["content"]).group()
+    view.feed(
+        ModelSelected(0, "object-detection", "facebook/detr-resnet-50", "best", ["facebook/detr-resnet-50"])
+    )
+    view.feed(TaskStarted(0, "object-detection", "facebook/detr-resnet-50"))
+    assert drawing.search(view.plan_box["content"]).group() == planned and ":::planned" in planned
+    assert "◔ running" in view.plan_box["content"]  # the list follows the state
+    view.feed(TaskFinished(0, "object-detection", "facebook/detr-resnet-50", [], 1.0))
+    view.feed(Done(Outcome.ANSWERED, answer="x"))
+    final = drawing.search(view.plan_box["content"]).group()
+    assert 't0["0 · object-detection<br/>facebook/detr-resnet-50<br/>done"]:::done' in final
+
+
+def test_a_model_from_a_local_folder_links_to_no_hub_page():
+    view = RunView("r1", off_hub=lambda model: model == "tiny/blip")
+    view.feed(PlanReady(PLAN, 1))
+    view.feed(ModelSelected(0, "object-detection", "tiny/blip", "small", ["tiny/blip", "facebook/detr"]))
+    task = next(m for m in view.messages if (m.get("metadata") or {}).get("id") == "r1-task0")
+    assert (
+        "`tiny/blip` (a local model)" in task["content"] and "huggingface.co/tiny/blip" not in task["content"]
+    )
+    assert "[facebook/detr](https://huggingface.co/facebook/detr)" in task["content"]
+
+
 def test_the_plan_diagram_colours_by_state_and_keeps_llm_text_out_of_its_syntax():
     plan = Plan([Task(0, 'evil"]\n  click t0 call alert(1)', [-1], {}), Task(1, "text-to-image", [0, 0], {})])
     graph = plan_mermaid(plan, {0: "done", 1: "failed"}, {1: "org/pa<i>nter"})
-    assert graph.startswith("```mermaid\nflowchart LR") and graph.endswith("```")
+    assert graph.startswith("```mermaid\n%%{init: {") and graph.endswith("```")
+    assert "\nflowchart TD\n" in graph
     assert graph.count("t0 --> t1") == 1 and "classDef failed fill:#fee2e2" in graph
     assert 't0["0 · evil  click t0 call alert1<br/>done"]:::done' in graph  # quotes, brackets, newlines gone
     assert 't1["1 · text-to-image<br/>org/painter<br/>failed"]:::failed' in graph

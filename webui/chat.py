@@ -233,6 +233,10 @@ class ChatApp:
             poll=poll,
         )
 
+    def _off_hub(self, model: str) -> bool:
+        card = self.catalog.get(model)
+        return card is not None and card.path is not None
+
     def _title(self, text: str) -> str:
         """On a private app, the first request's words; on a public one the server keeps no words
         of it outside the conversation itself, so a neutral title (ConversationTable.title)."""
@@ -270,7 +274,7 @@ class ChatApp:
             return
         conv.pending = conv.pending_form = None  # a new run replaces a plan under review
         conv.display += user
-        view = RunView(f"r{conv.requests}")
+        view = RunView(f"r{conv.requests}", off_hub=self._off_hub)
         events: queue.Queue = queue.Queue()
         worker = threading.Thread(
             target=_drive,

@@ -110,9 +110,16 @@ class RunView:
     `prefix` keeps message ids unique across the requests of a conversation (nesting uses ids).
     """
 
-    def __init__(self, prefix: str, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        prefix: str,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        off_hub: Callable[[str], bool] = lambda model: False,
+    ):
         self.prefix = prefix
         self.clock = clock
+        self.off_hub = off_hub  # a model loaded from a local folder: its name has no Hub page
         self.started = clock()
         self.messages: list[dict[str, Any]] = []
         self.done: Done | None = None
@@ -149,6 +156,9 @@ class RunView:
         if title:
             meta["title"] = title
 
+    def _link(self, model: str) -> str:
+        return f"`{plain(model)}` (a local model)" if self.off_hub(model) else model_link(model)
+
     def _stage(self, words: str) -> None:
         self.work["metadata"]["title"] = f"Working · {words}"
 
@@ -161,8 +171,12 @@ class RunView:
         """The diagram, the list and every rejected attempt, in the plan's box."""
         parts = []
         if self.plan is not None:
+            # The drawing changes twice only (planned, then as the run ended): Gradio's chat draws a
+            # changed diagram again, and one replaced while Mermaid draws it throws in the browser.
+            # The list below it follows every state as it happens.
+            drawn = (self.states, self.models) if self.done else ({}, {})
             parts += [
-                plan_mermaid(self.plan, self.states, self.models),
+                plan_mermaid(self.plan, *drawn),
                 plan_markdown(self.plan, self.states),
             ]
         if self.rejections:
@@ -235,15 +249,15 @@ class RunView:
                 others = [c for c in cands if c != model]
                 node = self._set_state(i, task, "waiting")
                 node["content"] = (
-                    f"Model: {model_link(model)}\n\nWhy: {clean(reason) or 'no reason given'}"
+                    f"Model: {self._link(model)}\n\nWhy: {clean(reason) or 'no reason given'}"
                     + _SOURCE_NOTES.get(source, "")
-                    + (f"\n\nOther candidates: {', '.join(model_link(c) for c in others)}" if others else "")
+                    + (f"\n\nOther candidates: {', '.join(self._link(c) for c in others)}" if others else "")
                 )
             case TaskStarted(task_id=i, task=task, model=model, attempt=attempt):
                 self.models[i] = model
                 node = self._set_state(i, task, "running")
                 if attempt > 1:
-                    _add(node, f"Attempt {attempt}: trying {model_link(model)}")
+                    _add(node, f"Attempt {attempt}: trying {self._link(model)}")
                 self._task_started[i] = self.clock()
             case TaskFinished(
                 task_id=i, task=task, model=model, outputs=outputs, seconds=seconds, cached=cached
@@ -260,7 +274,7 @@ class RunView:
                     if a.path is not None and a.kind in MEDIA_KINDS:
                         self.messages.append(self._media(i, task, model, a, outputs, seconds))
             case TaskFailed(task_id=i, task=task, model=model, error=error, final=final, seconds=seconds):
-                who = model_link(model) if model else "the task"
+                who = self._link(model) if model else "the task"
                 if not final:
                     node = self._set_state(i, task, "running")
                     _add(node, f"{who} failed: {clean(error)}; trying the next candidate.")
@@ -317,6 +331,7 @@ class RunView:
                 new = by_record.get(i, leftover)
                 self._set_state(i, tasks[i].task, new if new != "pending" else leftover)
         if self.plan_box is not None:
+            self._refresh_plan()  # the drawing with the final states
             if self.plan is None and self.rejections:
                 n = len(self.rejections)
                 self.plan_box["metadata"]["title"] = (
