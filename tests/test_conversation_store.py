@@ -152,3 +152,20 @@ def test_the_same_file_given_twice_is_stored_once(tmp_path):
     other = photo(tmp_path / "other" / "street.png", (20, 10))
     assert workspace.add_upload(other).name == "street-2.png"  # another picture of the same name
     assert sorted(p.name for p in workspace.uploads_dir.iterdir()) == ["street-2.png", "street.png"]
+
+
+def test_the_table_removes_expired_conversations_while_the_app_runs(tmp_path):
+    from webui.conversations import SWEEP_SECONDS, ConversationTable
+
+    now = [1000.0]
+    store = ConversationStore(tmp_path / "c", retention_seconds=60, clock=lambda: now[0])
+    table = ConversationTable(tmp_path, store=store, saved=saved.valid_key, clock=lambda: now[0])
+    conv = table.get(saved.new_key())
+    conv.requests = 1
+    table.save(conv)
+    now[0] += 100  # past its retention, and not yet time to look
+    table.get("an-api-session")
+    assert len(list(store.root.glob("*.json"))) == 1
+    now[0] += SWEEP_SECONDS
+    table.get("an-api-session")
+    assert not list(store.root.glob("*.json")) and not conv.workspace.root.exists()

@@ -26,6 +26,8 @@ from hugginggpt.workspace import Workspace
 from .conversation_store import ConversationStore
 from .review_form import Draft
 
+SWEEP_SECONDS = 600.0  # how often expired conversations are looked for
+
 
 class TableFull(RuntimeError):
     """No room for another conversation now; the message says so in the visitor's words."""
@@ -135,6 +137,7 @@ class ConversationTable:
         self._by_session: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
         self._store_lock = threading.Lock()  # one save or delete at a time
+        self._swept = clock()
 
     def get(self, session: str, client: str = "") -> Conversation:
         """The session's conversation, made on first use; TableFull when there is no room."""
@@ -151,6 +154,9 @@ class ConversationTable:
             self._by_session.move_to_end(session)
         for old in ended:
             old.remove()
+        if self.clock() - self._swept > SWEEP_SECONDS:  # retention applies while the app runs, too
+            self._swept = self.clock()
+            self.sweep()
         return conv
 
     def _new(self, session: str, client: str) -> Conversation:
