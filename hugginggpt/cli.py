@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterable
 from functools import partial
@@ -24,6 +25,7 @@ from .events import (
     Done,
     Event,
     ModelSelected,
+    Outcome,
     PlanReady,
     PlanRejected,
     StageStarted,
@@ -67,6 +69,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m hugginggpt",
         description="Answer a request by planning tasks, choosing Hugging Face models and running them.",
+        epilog="Run a saved trace again: python -m hugginggpt replay TRACE.json (see replay --help).",
     )
     p.add_argument(
         "request", nargs="?", help="what you want, in plain language (may come from the --plan file)"
@@ -88,6 +91,9 @@ def parser() -> argparse.ArgumentParser:
         "--top-k", type=int, metavar="K", help="candidates per task offered to the LLM (default 5)"
     )
     p.add_argument("--allow-urls", action="store_true", help="let plans fetch public http(s) URLs")
+    p.add_argument(
+        "--verbose", action="store_true", help="also the model libraries' warnings and loading bars"
+    )
     plans = p.add_mutually_exclusive_group()
     plans.add_argument(
         "--plan-only", action="store_true", help="print the checked plan and its models; run nothing"
@@ -116,6 +122,8 @@ def main(
         return replay(argv[1:], stdout=stdout, stderr=stderr)
     p = parser()
     args = p.parse_args(argv)
+    if not args.verbose:  # read when transformers is imported; models_local then hides its bars too
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     if not args.request and not args.plan:
         p.error("the request is missing")
     try:
@@ -212,18 +220,24 @@ def main(
 def follow(events: Iterable[Event], root: Path, *, stdout: TextIO, stderr: TextIO, stream: bool) -> Done:
     """Show a run's events as they come (stages on stderr, the answer streamed to stdout); its Done."""
     done: Done | None = None
+    streamed = ""
     for event in events:
         if isinstance(event, AnswerDelta) and stream:
             stdout.write(event.text)
             stdout.flush()
+            streamed = streamed[-1:] + event.text
+        if isinstance(event, Done) and streamed and not streamed.endswith("\n"):
+            stdout.write("\n")  # the answer's line ends before the [done] line, in a terminal too
+            stdout.flush()
+            streamed = "\n"
         line = describe(event, root)
         if line:
             print(line, file=stderr, flush=True)
         if isinstance(event, Done):
             done = event
     assert done is not None
-    if stream and done.answer:
-        stdout.write("\n")
+    if stream and done.answer and not streamed:  # an answer that came whole, with no delta
+        stdout.write(done.answer + ("" if done.answer.endswith("\n") else "\n"))
     return done
 
 
@@ -298,6 +312,8 @@ def describe(event: Event, root: Path) -> str | None:
             )
         case TaskSkipped(task_id=i, reason=reason):
             return f"[task {i}] skipped: {reason}"
+        case Done(outcome=Outcome.PLANNED, llm_calls=calls):  # [done] is for the run, printed once
+            return f"[plan] ready: {calls} LLM call(s)"
         case Done(outcome=outcome, trace=trace) as done:
             seconds = trace.get("timings", {}).get("total", 0)
             ending = "" if done.ok else f" ({outcome})"

@@ -144,3 +144,56 @@ def test_unparsable_llm_base_url_is_bad_usage(tmp_path):
         == 2
     )
     assert err.getvalue().startswith("error: ") and "http://[::1" in err.getvalue()
+
+
+def test_the_terminal_output_reads_cleanly(catalog_file, tmp_path):
+    """--help names replay; the answer's line ends before [done], printed once also after a review;
+    transformers' warnings and loading bars only with --verbose."""
+    assert "replay" in cli("--help").stdout
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TRANSFORMERS_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS")
+    }
+    env["PYTHONPATH"] = str(ROOT)
+    env["HUGGINGGPT_CACHE_MAX_BYTES"] = "0"  # each run loads the model: no result from the cache
+
+    def run(*more: str) -> str:
+        with FakeLLMServer() as server:
+            server.script("plan", PLAN).script("select", '{"0": {"id": "tiny/bert-cls", "reason": "mine"}}')
+            server.script("respond", "The text is labelled.")
+            args = ["--llm-base-url", server.url, "--inference", "local", "--catalog", str(catalog_file)]
+            result = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "hugginggpt",
+                    *args,
+                    *more,
+                    "--workdir",
+                    str(tmp_path / "ws"),
+                    "label it",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,  # one stream, as a terminal shows both
+                text=True,
+                timeout=120,
+                cwd=ROOT,
+                env=env,
+            )
+        assert result.returncode == 0, result.stdout
+        return result.stdout
+
+    quiet = run()
+    assert "The text is labelled.\n[done] 3 LLM call(s)" in quiet and quiet.count("[done]") == 1
+    assert "Loading weights" not in quiet
+    assert "Loading weights" in run("--verbose")  # the loading bar, when asked for
+
+
+def test_a_plan_ready_for_review_is_not_reported_as_done():
+    from hugginggpt.cli import describe
+    from hugginggpt.events import Done, Outcome
+
+    calls = {"llm_calls": [{}, {}]}
+    assert describe(Done(Outcome.PLANNED, trace=calls), ROOT) == "[plan] ready: 2 LLM call(s)"
+    assert describe(Done(Outcome.ANSWERED, trace=calls), ROOT).startswith("[done] 2 LLM call(s)")
