@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 
 from ..artifacts import Artifact
 from ..catalog import ModelCard
+from ..plain_errors import in_words
 from ..text import shorten
 from .base import Endpoint, EndpointError, ModelUnavailable, Stopped, StopSignal
 from .hosted_routes import AUTO, NO_TOKEN_NEEDED, ProviderBook, pick, why_not
@@ -199,7 +200,7 @@ class HostedEndpoint(Endpoint):
             except (KeyError, FileNotFoundError) as exc:
                 raise EndpointError(f"{where}: missing input {shorten(exc)}") from None
             except Exception as exc:  # noqa: BLE001 (connection refused, DNS, a malformed reply, ...)
-                raise EndpointError(f"{where}: {type(exc).__name__}: {shorten(exc)}") from None
+                raise EndpointError(f"{where}: {in_words(exc)}") from None
         raise AssertionError("unreachable")
 
     def _wait(self, response: Any, attempt: int) -> float:
