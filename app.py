@@ -218,7 +218,16 @@ def _layout(gr: Any, settings: Settings, chat: ChatApp) -> Page:
                 label="Where models run",
                 info=" · ".join(f"{name}: {help}" for name, (_, help) in INFERENCE_MODES.items()),
             )
-            top_k = gr.Slider(1, 10, step=1, value=settings.top_k, label="Candidate models per task (top-K)")
+            with gr.Column(min_width=220):
+                # A number, not a slider: a slider refuses a value out of range with a bare "Error"
+                # pop-up; here the problem is said under the field.
+                top_k = gr.Number(
+                    value=settings.top_k,
+                    precision=0,
+                    label="Candidate models per task (top-K)",
+                    info="1 to 10",
+                )
+                problems["top_k"] = gr.Markdown(visible=False, elem_classes="field-problem")
     # A stable secret: what a browser saved can still be read after the app restarts.
     secret = browser_secret(settings.app_secret, Path(chat.settings.workdir))
     store = gr.BrowserState(saved.empty(), storage_key="hugginggpt", secret=secret)
@@ -235,7 +244,7 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
     publisher = Publisher(Path(utils.get_upload_folder()))
     browsers: dict[str, str] = {}  # session hash -> conversation key, for pages with a browser store
 
-    def choice(base_url: str, model: str, key: str, mode: str, top_k: float) -> LLMChoice:
+    def choice(base_url: str, model: str, key: str, mode: str, top_k: float | None) -> LLMChoice:
         return LLMChoice(base_url or "", model or "", key or "", mode or "", top_k)
 
     def conversation_key(conv_key: str, request: Any) -> str:
@@ -441,8 +450,8 @@ def _wire(gr: Any, demo: Any, page: Page, chat: ChatApp, concurrency: int) -> No
     )
     for field in (page.base_url, page.model, page.key):  # typed fields: on leaving them, not on every key
         gr.on([field.blur, field.submit], show_status, inputs, status_outputs, **quiet)
-    for field in (page.mode, page.top_k):
-        field.change(show_status, inputs, status_outputs, **quiet)
+    gr.on([page.top_k.blur, page.top_k.submit], show_status, inputs, status_outputs, **quiet)
+    page.mode.change(show_status, inputs, status_outputs, **quiet)
     remembered = [page.store, *inputs, page.keep_key, page.review.toggle]
     for field in (
         page.base_url,

@@ -1,6 +1,6 @@
 """The first screen, in a real headless Chromium (issue 20): the message box is in view on first load
-at three common sizes; a normal run shows no raw Mermaid source and no script error; the plan graph
-is readable on a phone."""
+at three common sizes; a bad Settings value is explained under its field; a normal run shows no raw
+Mermaid source and no script error; the plan graph is readable on a phone."""
 
 import time
 
@@ -37,6 +37,17 @@ def test_the_message_box_is_in_view_and_a_run_draws_cleanly_on_a_phone(llm_serve
             box = page.locator("#request textarea").bounding_box()
             assert box["y"] >= 0 and box["y"] + box["height"] <= height, (width, height, box)
             page.screenshot(path=str(SCREENSHOTS / f"first_{width}x{height}.png"))
+            if width == 1280:  # a bad top-K is explained under its field, not by an "Error" pop-up
+                page.locator("#settings").get_by_text("Settings", exact=True).click()
+                top_k = page.get_by_label("Candidate models per task (top-K)")
+                top_k.fill("99")
+                top_k.blur()
+                page.locator(".field-problem").get_by_text("a whole number from 1 to 10").wait_for()
+                assert page.locator(".toast-body").count() == 0
+                top_k.fill("3")
+                top_k.blur()
+                page.locator("#status").get_by_text("top-K 3").wait_for()
+                assert not page.locator(".field-problem").get_by_text("a whole number").is_visible()
             if width == 390:  # a normal run on a phone
                 page.locator("#request input[type=file]").set_input_files(str(picture))
                 page.locator("#request img").first.wait_for()

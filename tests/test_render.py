@@ -291,6 +291,11 @@ def test_settings_problems_go_to_the_field_they_concern(tmp_path):
     line = status_for(chat, choice, problems)
     assert "fix the field marked in Settings" in line and "ftp://" not in line
     assert field_problems(chat, LLMChoice(base_url="http://127.0.0.1:1/v1")) == {}
+    for bad in (0, 99, 2.5):  # top-K: said under its field, and the server's value is used meanwhile
+        problems = field_problems(chat, LLMChoice(top_k=bad))
+        assert list(problems) == ["top_k"] and "a whole number from 1 to 10" in problems["top_k"]
+        assert "top-K 5" in status_for(chat, LLMChoice(top_k=bad), problems)
+    assert field_problems(chat, LLMChoice(top_k=3)) == {} and "top-K 3" in chat.status(LLMChoice(top_k=3))
 
 
 def test_a_page_left_mid_run_keeps_the_turn_it_showed_as_stopped(llm_server, tmp_path):

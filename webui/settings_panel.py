@@ -11,14 +11,14 @@ from .session_settings import LLMChoice
 if TYPE_CHECKING:
     from .chat import ChatApp
 
-FIELDS = ("base_url", "model")
+FIELDS = ("base_url", "model", "top_k")
 
 
 def field_problems(chat: ChatApp, choice: LLMChoice) -> dict[str, str]:
     """{field: problem} for each typed field that is refused on its own (no DNS look-up here)."""
     problems = {}
     for name in FIELDS:
-        base = LLMChoice(inference=choice.inference, top_k=choice.top_k)
+        base = LLMChoice(inference=choice.inference)
         alone = replace(base, **{name: getattr(choice, name)})
         if name == "base_url":
             alone = replace(alone, api_key=choice.api_key)
@@ -31,6 +31,6 @@ def field_problems(chat: ChatApp, choice: LLMChoice) -> dict[str, str]:
 
 def status_for(chat: ChatApp, choice: LLMChoice, problems: dict[str, str]) -> str:
     """The status line for what a request would use; a refused field falls back to the server's value."""
-    usable = replace(choice, **{name: "" for name in problems})
+    usable = replace(choice, **{name: None if name == "top_k" else "" for name in problems})
     line = chat.status(usable)
     return line + (" · **Settings:** fix the field marked in Settings" if problems else "")
