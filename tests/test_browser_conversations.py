@@ -55,6 +55,11 @@ def test_a_conversation_its_media_and_settings_come_back_after_a_restart(llm_ser
             chat = page.locator("#chat")
             chat.get_by_text("Answer for conv-lasting").wait_for()
             chat.locator("audio").first.wait_for(state="attached")
+            # the files the answer names are links to the conversation's served copies
+            named = chat.locator("a[href*='gradio_api/file=']", has_text="outputs/")
+            named.nth(1).wait_for()
+            links = named.evaluate_all("els => els.map(e => e.href)")
+            assert len(links) == 2 and all(page.request.get(u).status == 200 for u in links), links
             page.close()  # the tab is closed as soon as the answer is there...
         # ...and the app restarted: a new process would read the same work folder
         with running_app(settings, catalog=tiny_catalog, port=port) as demo:

@@ -325,3 +325,13 @@ def test_a_page_left_mid_run_keeps_the_turn_it_showed_as_stopped(llm_server, tmp
         and conv.display[-1]["content"] == "Stopped."
     )
     assert Path(conv.workspace.root).is_dir()  # kept for a reload
+
+
+def test_output_names_in_an_answer_become_links_where_the_file_exists():
+    from webui.answer_links import link_outputs
+
+    known = {"outputs/r1/task-1/cat.png": "u/cat.png"}
+    text = "Drawn: `outputs/r1/task-1/cat.png`, read: outputs/r1/task-2/gone.wav."
+    assert link_outputs(text, known.get) == (
+        "Drawn: [outputs/r1/task-1/cat.png](u/cat.png), read: outputs/r1/task-2/gone.wav."
+    )

@@ -28,6 +28,7 @@ from hugginggpt.config import Settings
 from hugginggpt.events import Done
 from hugginggpt.records import TaskRecord
 
+from .answer_links import link_outputs
 from .uploads import check_upload
 
 MAX_FILES = 8  # files one call may bring (an OpenAI conversation's earlier turns included)
@@ -166,12 +167,23 @@ def result_json(done: Done, served: dict[Path, Served]) -> dict[str, Any]:
     """A run for a client: the answer, each task with its model, status and outputs (URLs for files)."""
     return {
         "outcome": str(done.outcome),
-        "answer": done.answer,
+        "answer": answer_with_urls(done.answer, served),
         "error": done.error,
         "error_kind": done.error_kind and str(done.error_kind),
         "llm_calls": done.llm_calls,
         "tasks": [task_json(r, served) for r in done.records],
     }
+
+
+def answer_with_urls(answer: str, served: dict[Path, Served]) -> str:
+    """The answer with each generated file it names linked to the file's absolute URL."""
+    by_name = {}
+    for path, copy in served.items():
+        posix = Path(path).as_posix()
+        at = posix.rfind("/outputs/")
+        if at >= 0:
+            by_name[posix[at + 1 :]] = copy.url
+    return link_outputs(answer, by_name.get)
 
 
 def task_json(record: TaskRecord, served: dict[Path, Served]) -> dict[str, Any]:

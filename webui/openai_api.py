@@ -29,7 +29,7 @@ from starlette.routing import Mount, Route
 from hugginggpt.cli import describe
 from hugginggpt.events import AnswerDelta, Done, ErrorKind, Outcome
 
-from .api_files import MAX_FILES, InputRefused, result_json, root_url
+from .api_files import MAX_FILES, InputRefused, answer_with_urls, result_json, root_url
 from .calls import Accepted, Calls, Credentials, Finished, drive
 from .openai_messages import files_markdown, read_messages
 from .slots import Busy
@@ -212,7 +212,7 @@ class _Reply:
         if failure is not None:
             return failure
         assert finished is not None and finished.done is not None
-        content = "".join(self.answer) + files_markdown(finished)
+        content = answer_with_urls("".join(self.answer), finished.served) + files_markdown(finished)
         message = {"role": "assistant", "content": content, "reasoning_content": "".join(self.reasoning)}
         return JSONResponse(
             {
