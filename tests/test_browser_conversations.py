@@ -9,7 +9,7 @@ import time
 
 import pytest
 from app_support import app_settings, photo, running_app
-from test_browser import _browser_or_skip, chromium
+from test_browser import SCREENSHOTS, _browser_or_skip, chromium
 
 SERVED = "#chat img[src*='/gradio_api/file=']"  # the photo and the drawing
 
@@ -74,6 +74,8 @@ def test_a_conversation_its_media_and_settings_come_back_after_a_restart(llm_ser
             assert len(urls) == 2 and all(page.request.get(u).status == 200 for u in urls), urls
             page.locator("#settings").get_by_text("Settings", exact=True).click()
             assert page.get_by_label("hybrid").is_checked()
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SCREENSHOTS / "after_restart.png"), full_page=True)
             page.locator("#earlier").click()  # listed under its first request's words (a private app)
             page.get_by_role("option", name=re.compile(r"^\[conv-lasting\] caption this photo")).wait_for()
             page.keyboard.press("Escape")
@@ -97,6 +99,7 @@ def test_a_conversation_its_media_and_settings_come_back_after_a_restart(llm_ser
             page.locator("#chat button[aria-label='Clear']").click()
             chat.get_by_text("Answer for conv-lasting").wait_for(state="detached")
             page.locator("#undo-delete").wait_for()
+            page.screenshot(path=str(SCREENSHOTS / "deleted_with_undo.png"))
             statuses = {u: page.request.get(u).status for u in urls}
             assert all(status in (403, 404) for status in statuses.values()), statuses
             page.locator("#undo-delete").click()
