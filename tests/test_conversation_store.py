@@ -169,3 +169,15 @@ def test_the_table_removes_expired_conversations_while_the_app_runs(tmp_path):
     now[0] += SWEEP_SECONDS
     table.get("an-api-session")
     assert not list(store.root.glob("*.json")) and not conv.workspace.root.exists()
+
+
+def test_a_disk_that_refuses_the_record_does_not_break_the_chat(llm_server, tmp_path, monkeypatch):
+    chat = app(llm_server, tmp_path / "ws")
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(chat.conversations.store, "save", full)
+    key = saved.new_key()
+    ask(chat, key, "[conv-full] caption this photo", photo(tmp_path / "a.png"))
+    assert len(chat.conversations.find(key).history) == 2  # answered, kept in memory

@@ -93,7 +93,7 @@ class ConversationStore:
         record = {**record, "updated": self.clock()}
         path = self._record(key)
         partial = path.with_suffix(".partial")
-        partial.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
+        partial.write_text(json.dumps(record, ensure_ascii=False, default=str), encoding="utf-8")
         os.replace(partial, path)
 
     def delete(self, key: str) -> bool:

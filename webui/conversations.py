@@ -10,6 +10,7 @@ hash is known to the client, the folder is not).
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 import time
@@ -26,6 +27,7 @@ from hugginggpt.workspace import Workspace
 from .conversation_store import ConversationStore
 from .review_form import Draft
 
+log = logging.getLogger(__name__)
 SWEEP_SECONDS = 600.0  # how often expired conversations are looked for
 
 
@@ -181,7 +183,10 @@ class ConversationTable:
         if self.store is None or not conv.saved_worth or conv.ended:
             return
         with self._store_lock:
-            self.store.save(conv.key, conv.record())
+            try:
+                self.store.save(conv.key, conv.record())
+            except OSError as e:  # a full or read-only disk: the chat goes on, kept in memory only
+                log.warning("conversation not saved: %s", e)
 
     def _end_idle(self) -> list[Conversation]:
         """Takes idle conversations out of memory; returns those that end with it (not saved)."""
