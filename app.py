@@ -16,7 +16,6 @@ import webui.gpu  # noqa: F401  (first of all: it imports `spaces` before anythi
 
 # isort: split
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from hugginggpt.endpoints import Endpoint
 from hugginggpt.llm import LLM
 from hugginggpt.modes import INFERENCE_MODES
 from webui import review_panel, saved
+from webui.browser_secret import browser_secret
 from webui.callers import trust_no_forwarding_in_uvicorn
 from webui.calls import Calls
 from webui.chat import ChatApp, LLMChoice
@@ -49,7 +49,9 @@ ROOT = Path(__file__).resolve().parent
 ASSETS = ROOT / "assets"
 CSS = """
 #status { font-size: 0.9em; opacity: 0.85; }
-#chat { min-height: 520px; }
+#chat { min-height: 300px; }
+/* Mermaid's source is shown only once it is drawn (Gradio's chat puts the source in first). */
+#chat .mermaid:not(:has(svg)) { visibility: hidden; max-height: 4em; overflow: hidden; }
 .hg-state { font-weight: 600; white-space: nowrap; }
 .hg-done { color: #15803d; }
 .hg-running { color: #1d4ed8; }
@@ -59,9 +61,10 @@ CSS = """
 .field-problem { font-size: 0.9em; }
 .field-problem, .field-problem * { color: #b91c1c !important; }
 #review-form { padding: 0.75em; }
-#chat .mermaid svg { max-width: 100%; height: auto; }
+#chat .mermaid { overflow-x: auto; }  /* the plan graph at its own size, readable on a phone */
 @media (max-width: 480px) {
-  #chat { min-height: 360px; }
+  #chat { height: calc(100dvh - 420px) !important; min-height: 240px; }
+  #intro p { display: none; }
   #request-row { flex-wrap: wrap; }
   #stop { min-width: 100% !important; }
 }
@@ -95,6 +98,8 @@ class Page:
     earlier: Any
     store: Any  # gr.BrowserState: this browser's conversations and settings (webui.saved)
     conv_key: Any  # gr.State: the open conversation's key
+    undo: Any  # "Undo delete", shown after a conversation was deleted
+    deleted: Any  # gr.State: the key of the conversation deleted last, for the undo
     review: review_panel.ReviewControls  # the plan's review form and the re-run buttons
     limits: list[Any]  # largest model (GB), most to download (GB), licences: hugginggpt.limits
     limits_state: Any  # gr.State: the limits' values, for the chat (a State is no API parameter)
@@ -179,18 +184,19 @@ class ChatPage:
         settings = self.host.settings
         gr.Markdown(
             "## HuggingGPT\nAsk for something that needs models: the controller LLM plans tasks, picks "
-            "Hugging Face models for them, runs them and answers. Attach images or audio with the clip."
+            "Hugging Face models for them, runs them and answers. Attach images or audio with the clip.",
+            elem_id="intro",
         )
         if settings.uses_oauth:  # a signed-in visitor's token pays for their hosted calls and ZeroGPU quota
             gr.LoginButton(elem_id="login")
         status = gr.Markdown(elem_id="status")
-        new, earlier = self._conversation_row()
+        new, earlier, undo = self._conversation_row()
         welcome: Any = self.host.welcome()  # messages as dicts, which Gradio accepts
         chatbot = gr.Chatbot(
             value=welcome,
             label="Conversation",
             elem_id="chat",
-            height="72vh",
+            height="calc(100dvh - 300px)",  # the message box in view on first load (test_browser_layout)
             autoscroll=True,
             group_consecutive_messages=True,  # a request's work, media and answer read as one turn
         )
@@ -214,14 +220,16 @@ class ChatPage:
         # Each request's trace is linked in its own turn; this list serves API clients.
         traces = gr.File(label="Traces (JSON)", file_count="multiple", interactive=False, visible=False)
         base_url, model, key, mode, top_k, keep_key, problems, limits = self._settings_panel()
-        store = gr.BrowserState(saved.empty(), storage_key="hugginggpt")
+        # A stable secret: what a browser saved can still be read after the app restarts.
+        secret = browser_secret(settings.app_secret, Path(settings.workdir))
+        store = gr.BrowserState(saved.empty(), storage_key="hugginggpt", secret=secret)
         conv_key = gr.State("")
         return Page(
             status, chatbot, box, stop, traces, base_url, model, key, mode, top_k, keep_key, problems,
-            new, earlier, store, conv_key, review, limits, gr.State(None),
+            new, earlier, store, conv_key, undo, gr.State(""), review, limits, gr.State(None),
         )  # fmt: skip
 
-    def _conversation_row(self) -> tuple[Any, Any]:
+    def _conversation_row(self) -> tuple[Any, Any, Any]:
         with gr.Row(equal_height=True, elem_id="conversations"):
             new = gr.Button("New conversation", size="sm", scale=0, min_width=150, elem_id="new-conversation")
             earlier = gr.Dropdown(
@@ -235,7 +243,10 @@ class ChatPage:
                 label="Conversations in this browser",
                 elem_id="earlier",
             )
-        return new, earlier
+            undo = gr.Button(
+                "Undo delete", size="sm", scale=0, min_width=120, visible=False, elem_id="undo-delete"
+            )
+        return new, earlier, undo
 
     def _settings_panel(self) -> tuple[Any, Any, Any, Any, Any, Any, dict[str, Any], list[Any]]:
         """base_url, model, key, mode, top_k, keep_key, the problems under the typed fields, and the
@@ -274,9 +285,16 @@ class ChatPage:
                     label="Where models run",
                     info=" · ".join(f"{name}: {help}" for name, (_, help) in INFERENCE_MODES.items()),
                 )
-                top_k = gr.Slider(
-                    1, 10, step=1, value=settings.top_k, label="Candidate models per task (top-K)"
-                )
+                with gr.Column(min_width=220):
+                    # A number, not a slider: a slider refuses a value out of range with a bare "Error"
+                    # pop-up; here the problem is said under the field.
+                    top_k = gr.Number(
+                        value=settings.top_k,
+                        precision=0,
+                        label="Candidate models per task (top-K)",
+                        info="1 to 10",
+                    )
+                    problems["top_k"] = gr.Markdown(visible=False, elem_classes="field-problem")
             limits = self._limit_fields(settings)
         return base_url, model, key, mode, top_k, keep_key, problems, limits
 
@@ -323,9 +341,14 @@ class ChatPage:
             return self.host.welcome(), []
         return self.published(key, conv.display, conv.traces)
 
+    def exists(self, key: str) -> bool:
+        return self.host.conversations.title(key) is not None
+
     def listing(self, store: Any) -> Any:
-        """This browser's conversations, the open one selected (none yet: a prompt to pick one)."""
-        listed = saved.choices(store)
+        """This browser's conversations, the open one selected (none yet: a prompt to pick one).
+        Their titles stay on the server (ConversationTable.title): the browser keeps keys only."""
+        titles = [(self.host.conversations.title(key), key) for key in saved.keys(store)]
+        listed = [(title, key) for title, key in titles if title is not None]
         current = saved.normal(store)["current"]
         if any(key == current for _, key in listed):
             return gr.Dropdown(choices=listed, value=current)
@@ -383,9 +406,8 @@ class ChatPage:
     def after_run(self, conv_key: str, store: Any, request: gr.Request):
         key = self.conversation_key(conv_key, request)
         conv = self.host.find(key)
-        if saved.valid_key(key) and conv is not None and conv.history:
-            # A neutral title: the browser keeps no conversation content, only keys and times.
-            store = saved.remember(store, key, time.strftime("Conversation of %b %d, %H:%M"))
+        if saved.valid_key(key) and conv is not None and conv.requests:
+            store = saved.remember(store, key)  # its title stays on the server (ConversationTable.title)
         return gr.MultimodalTextbox(interactive=True), gr.Button(visible=False), store, self.listing(store)
 
     def on_stop(self, conv_key: str, request: gr.Request) -> None:
@@ -396,33 +418,47 @@ class ChatPage:
     def on_new(self, conv_key: str, store: Any, request: gr.Request):
         key = saved.new_key()
         self.visitors.opened(_session(request), key)
-        store = saved.open_key(store, key)
-        return key, *self.shown(key), store, self.listing(store), gr.Button(visible=False)
+        store = saved.open_key(store, key, keep=self.exists)
+        hidden = gr.Button(visible=False)
+        return key, *self.shown(key), store, self.listing(store), hidden, hidden
 
     def on_pick(self, picked: str, conv_key: str, store: Any, request: gr.Request):
-        if not picked or picked == conv_key or picked not in dict(saved.choices(store)).values():
-            return conv_key, gr.skip(), gr.skip(), store, gr.skip(), gr.skip()
+        if not picked or picked == conv_key or picked not in saved.keys(store):
+            # Nothing at all comes back: another event (New conversation) may be switching meanwhile.
+            return (gr.skip(),) * 7
         if self.host.find(picked) is None:  # deleted on the server since
             store = saved.forget(store, picked)
-            gr.Info("That conversation is no longer on the server (idle too long, or the app restarted).")
-            return conv_key, gr.skip(), gr.skip(), store, self.listing(store), gr.skip()
-        self.visitors.opened(_session(request), picked)
-        store = saved.remember(store, picked, "")
-        return picked, *self.shown(picked), store, self.listing(store), gr.Button(visible=False)
+            gr.Info("That conversation is no longer on the server (deleted, or past its retention time).")
+            return conv_key, gr.skip(), gr.skip(), store, self.listing(store), gr.skip(), gr.skip()
+        return self.opened(picked, store, request)
+
+    def opened(self, key: str, store: Any, request: Any):
+        """`key` as the open conversation, remembered by the browser for its next visit."""
+        self.visitors.opened(_session(request), key)
+        store = saved.remember(saved.open_key(store, key, keep=self.exists), key)
+        hidden = gr.Button(visible=False)
+        return key, *self.shown(key), store, self.listing(store), hidden, hidden
 
     def on_clear(self, conv_key: str, request: gr.Request):
-        """The trash icon: this conversation and its files are deleted; a new one opens."""
+        """The trash icon: this conversation is deleted, its files unreachable at once; a new one
+        opens, and "Undo delete" brings the old one back for a while."""
         old = self.conversation_key(conv_key, request)
-        self.chat.reset(old)
+        can_undo = self.chat.reset(old)
         key = saved.new_key() if saved.valid_key(old) else old
         if key != old:
             self.visitors.opened(_session(request), key)
-        return key, self.host.welcome(), None
+        return key, self.host.welcome(), None, gr.Button(visible=can_undo), old if can_undo else ""
+
+    def on_undo(self, deleted: str, store: Any, request: gr.Request):
+        if not saved.valid_key(deleted) or self.host.conversations.undelete(deleted) is None:
+            gr.Info("That conversation can no longer be brought back.")
+            return gr.skip(), gr.skip(), gr.skip(), store, gr.skip(), gr.skip(), gr.Button(visible=False)
+        return self.opened(deleted, store, request)
 
     def tidy(self, conv_key: str, store: Any):
         """The browser's list without conversations the server no longer has, the open one current."""
         store = saved.normal(store)
-        for _, key in saved.choices(store):
+        for key in saved.keys(store):
             if self.host.find(key) is None:
                 store = saved.forget(store, key)
         store = saved.open_key(store, conv_key) if saved.valid_key(conv_key) else store
@@ -432,7 +468,7 @@ class ChatPage:
         key = self.visitors.left(_session(request))
         if key is None:  # an API client or a page without a store: its conversation ends with it
             self.chat.drop(_session(request))
-        else:  # a reload within the grace comes back to it; else it ends with its files
+        else:  # its run stops; the conversation stays on disk for the next visit
             self.chat.stop(key)
             self.host.conversations.leave(key)
 
@@ -505,7 +541,7 @@ class ChatPage:
 
     def _wire_conversations(self) -> None:
         ui, refresh = self.ui, self.refresh
-        switched = [ui.conv_key, ui.chatbot, ui.traces, ui.store, ui.earlier, ui.stop]
+        switched = [ui.conv_key, ui.chatbot, ui.traces, ui.store, ui.earlier, ui.stop, ui.undo]
         ui.new.click(self.on_new, [ui.conv_key, ui.store], switched, cancels=[self.run], **QUIET).then(
             *refresh, **QUIET
         )
@@ -515,10 +551,13 @@ class ChatPage:
         ui.chatbot.clear(
             self.on_clear,
             [ui.conv_key],
-            [ui.conv_key, ui.chatbot, ui.traces],
+            [ui.conv_key, ui.chatbot, ui.traces, ui.undo, ui.deleted],
             api_name="new_conversation",
             api_visibility="undocumented",
         ).then(self.tidy, [ui.conv_key, ui.store], [ui.store, ui.earlier], **QUIET).then(*refresh, **QUIET)
+        ui.undo.click(self.on_undo, [ui.deleted, ui.store], switched, cancels=[self.run], **QUIET).then(
+            *refresh, **QUIET
+        )
         self.demo.unload(self.on_unload)
 
     def _wire_settings(self) -> None:
@@ -526,8 +565,8 @@ class ChatPage:
         inputs, status_outputs = ui.choice_inputs, ui.status_outputs
         for field in (ui.base_url, ui.model, ui.key):  # typed fields: on leaving them, not on every key
             gr.on([field.blur, field.submit], self.show_status, inputs, status_outputs, **QUIET)
-        for field in (ui.mode, ui.top_k):
-            field.change(self.show_status, inputs, status_outputs, **QUIET)
+        gr.on([ui.top_k.blur, ui.top_k.submit], self.show_status, inputs, status_outputs, **QUIET)
+        ui.mode.change(self.show_status, inputs, status_outputs, **QUIET)
         for field in ui.limits:  # kept for the chat in a State; a request checks them (hugginggpt.limits)
             field.change(lambda *values: list(values), ui.limits, ui.limits_state, queue=False, **QUIET)
         remembered = [ui.store, *inputs, ui.keep_key, ui.review.toggle]
@@ -586,7 +625,7 @@ def _example(text: str, name: str | None) -> dict[str, Any]:
     return {"text": text, "files": [str(ASSETS / name)] if name else []}
 
 
-def _choice(base_url: str, model: str, key: str, mode: str, top_k: float, *limits: Any) -> LLMChoice:
+def _choice(base_url: str, model: str, key: str, mode: str, top_k: float | None, *limits: Any) -> LLMChoice:
     """`limits`: the largest model, the most to download, the licences (Page.limits)."""
     max_model, max_download, licences = (*limits, None, None, None)[:3]
     return LLMChoice(

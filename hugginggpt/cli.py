@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from functools import partial
 from pathlib import Path
@@ -29,6 +30,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m hugginggpt",
         description="Answer a request by planning tasks, choosing Hugging Face models and running them.",
+        epilog="Run a saved trace again: python -m hugginggpt replay TRACE.json (see replay --help).",
     )
     p.add_argument(
         "request", nargs="?", help="what you want, in plain language (may come from the --plan file)"
@@ -68,6 +70,9 @@ def parser() -> argparse.ArgumentParser:
         metavar="LIST",
         help="the model licences allowed, e.g. mit,apache-2.0 (HUGGINGGPT_LICENSES)",
     )
+    p.add_argument(
+        "--verbose", action="store_true", help="also the model libraries' warnings and loading bars"
+    )
     plans = p.add_mutually_exclusive_group()
     plans.add_argument(
         "--plan-only", action="store_true", help="print the checked plan and its models; run nothing"
@@ -96,6 +101,8 @@ def main(
         return replay(argv[1:], stdout=stdout, stderr=stderr)
     p = parser()
     args = p.parse_args(argv)
+    if not args.verbose:  # read when transformers is imported; models_local then hides its bars too
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     if not args.request and not args.plan:
         p.error("the request is missing")
     try:

@@ -81,7 +81,9 @@ class Settings:
     # The app.
     app_max_upload_mb: float = 20.0  # per file
     app_concurrency: int = 8  # requests answered at once, across all sessions
-    app_leave_grace_seconds: float = 120.0  # a left page's conversation ends after this, unless reloaded
+    app_leave_grace_seconds: float = 120.0  # a left page's conversation leaves memory (kept on disk)
+    app_retention_hours: float | None = None  # unused this long, deleted; None: 720 private, 24 public
+    app_secret: str | None = field(default=None, repr=False)  # the browser store's key (else generated)
     app_upload_quota_mb: float = 200.0  # bytes one address may upload to the page per upload_keep_hours
     app_upload_keep_hours: float = 3.0  # an upload no conversation took in is deleted after this
     # Proxies whose X-Forwarded-For is believed (addresses or networks, comma-separated; "*": the one hop
@@ -141,6 +143,8 @@ class Settings:
             raise ValueError("llm_*_price and visitor_daily_tokens must not be negative")
         if self.max_model_gb < 0 or self.max_download_gb < 0:
             raise ValueError("max_model_gb and max_download_gb must not be negative (0: no limit)")
+        if self.app_retention_hours is not None and self.app_retention_hours <= 0:
+            raise ValueError("app_retention_hours must be more than 0")
         if self.cache_max_bytes < 0 or not 0 <= self.seed < 2**31:
             raise ValueError("cache_max_bytes must not be negative; seed is from 0 to 2**31 - 1")
 
@@ -208,6 +212,8 @@ def _coerce(name: str, value: Any) -> Any:
         return tuple(str(n).strip() for n in names if str(n).strip())
     if isinstance(default, bool) or name in ("public", "oauth"):
         return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+    if name == "app_retention_hours":
+        return float(value)
     if isinstance(default, int) or name == "shots":
         return int(value)
     if isinstance(default, float):

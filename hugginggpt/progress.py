@@ -10,6 +10,7 @@ from .events import (
     Estimated,
     Event,
     ModelSelected,
+    Outcome,
     PlanReady,
     PlanRejected,
     StageStarted,
@@ -59,6 +60,8 @@ def describe(event: Event, root: Path) -> str | None:
             )
         case TaskSkipped(task_id=i, reason=reason):
             return f"[task {i}] skipped: {reason}"
+        case Done(outcome=Outcome.PLANNED, llm_calls=calls):  # [done] is for the run, printed once
+            return f"[plan] ready: {calls} LLM call(s)"
         case Done(outcome=outcome, timings=timings, usage=usage) as done:
             seconds = timings.get("total", 0)
             ending = "" if done.ok else f" ({outcome})"

@@ -49,16 +49,22 @@ def _licences(raw: str | None) -> tuple[str, ...] | None:
 def follow(events: Iterable[Event], root: Path, *, stdout: TextIO, stderr: TextIO, stream: bool) -> Done:
     """Show a run's events as they come (stages on stderr, the answer streamed to stdout); its Done."""
     done: Done | None = None
+    streamed = ""
     for event in events:
         if isinstance(event, AnswerDelta) and stream:
             stdout.write(event.text)
             stdout.flush()
+            streamed = streamed[-1:] + event.text
+        if isinstance(event, Done) and streamed and not streamed.endswith("\n"):
+            stdout.write("\n")  # the answer's line ends before the [done] line, in a terminal too
+            stdout.flush()
+            streamed = "\n"
         line = describe(event, root)
         if line:
             print(line, file=stderr, flush=True)
         if isinstance(event, Done):
             done = event
     assert done is not None
-    if stream and done.answer:
-        stdout.write("\n")
+    if stream and done.answer and not streamed:  # an answer that came whole, with no delta
+        stdout.write(done.answer + ("" if done.answer.endswith("\n") else "\n"))
     return done

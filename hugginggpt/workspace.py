@@ -7,6 +7,7 @@ a conversation's files.
 
 from __future__ import annotations
 
+import filecmp
 import re
 import shutil
 import uuid
@@ -39,13 +40,18 @@ class Workspace:
         return self.root / "uploads"
 
     def add_upload(self, source: Path) -> Path:
-        """Copy a user's file in under a safe, unused name; return its path in the workspace."""
+        """Copy a user's file in under a safe, unused name; return its path in the workspace.
+        A file already among the uploads, or the same bytes under the same name, is not copied again."""
         source = Path(source)
+        if source.resolve().parent == self.uploads_dir.resolve() and source.is_file():
+            return source.resolve()
         stem = re.sub(r"[^A-Za-z0-9_.-]", "_", source.stem)[:60].strip("._") or "file"
         suffix = re.sub(r"[^A-Za-z0-9.]", "", source.suffix)[:10].lower()
         target = self.uploads_dir / f"{stem}{suffix}"
         n = 1
         while target.exists():
+            if _same_bytes(target, source):
+                return target
             n += 1
             target = self.uploads_dir / f"{stem}-{n}{suffix}"
         shutil.copyfile(source, target)
@@ -97,3 +103,9 @@ class Workspace:
             return Path(path).resolve().is_relative_to(self.root)
         except (OSError, RuntimeError):
             return False
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    return filecmp.cmp(a, b, shallow=False)

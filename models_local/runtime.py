@@ -7,6 +7,7 @@ hub.py (where the files are), gate.py (one load at a time, process-wide), cache.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -189,6 +190,8 @@ class Runtime:
                 self._cache.unreserve(reservation)  # a no-op once added
 
     def _load(self, task: str, model: str, folder: Any, handler: Handler) -> Any:
+        if handler.library != "builtin":
+            _quiet_transformers()
         try:
             with LOAD_GATE.hold(self.device.dtype):
                 obj = handler.load(str(folder), self.device)
@@ -201,3 +204,12 @@ class Runtime:
         with self._count_lock:
             self.loads += 1
         return obj
+
+
+def _quiet_transformers() -> None:
+    """When transformers is asked to be quiet (TRANSFORMERS_VERBOSITY=error, as the CLI sets it unless
+    --verbose), its weight-loading bars go too: they are noise on a terminal and in a log."""
+    if os.environ.get("TRANSFORMERS_VERBOSITY") in ("error", "critical"):
+        import transformers.utils.logging
+
+        transformers.utils.logging.disable_progress_bar()

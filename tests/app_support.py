@@ -106,14 +106,15 @@ def app_settings(server: FakeLLMServer, workdir: Path, **more: Any) -> Settings:
 
 
 @contextmanager
-def running_app(settings: Settings, **kwargs: Any) -> Iterator[Any]:
-    """The app on 127.0.0.1 at a free port; yields the Blocks (demo.local_url is its address)."""
+def running_app(settings: Settings, *, port: int | None = None, **kwargs: Any) -> Iterator[Any]:
+    """The app on 127.0.0.1 at `port` (None: a free one); yields the Blocks (demo.local_url is its
+    address)."""
     import app
 
     demo = app.build_demo(settings, **kwargs)
     demo.queue().launch(
         server_name="127.0.0.1",
-        server_port=None,
+        server_port=port,
         prevent_thread_lock=True,
         quiet=True,
         **app.launch_options(demo.chat_app.max_upload_bytes, demo=demo),

@@ -125,7 +125,8 @@ def test_image_request_streams_plan_models_progress_media_and_answer(llm_server,
         assert "Task 2 · text-to-speech · tiny/vits · ✓ done" in shown
         caption_box = final[shown.index("Task 0 · image-to-text · tiny/blip-base · ✓ done")]
         assert caption_box["metadata"]["status"] == "done" and caption_box["metadata"]["duration"] > 0
-        assert "[tiny/blip-base](https://huggingface.co/tiny/blip-base)" in caption_box["content"][0]["text"]
+        # a model from a local folder: named, with no link to a Hub page that does not exist
+        assert "`tiny/blip-base` (a local model)" in caption_box["content"][0]["text"]
         assert "tiny/blip-base is small and runs locally" in caption_box["content"][0]["text"]
         assert "Result:" in caption_box["content"][0]["text"]  # the caption itself
 

@@ -226,7 +226,8 @@ def test_browser_one_turn_per_request_with_its_plan_drawn_media_captioned_and_a_
             page.locator("#new-conversation").click()
             chat.get_by_text("Answer for conv-browser").first.wait_for(state="detached")
             page.locator("#earlier").click()
-            page.get_by_role("option", name=re.compile(r"^Conversation of ")).first.click()
+            # a private app titles a conversation with its first request's words
+            page.get_by_role("option", name=re.compile(r"^\[conv-browser\] \[reject-once\] caption")).click()
             chat.get_by_text("Answer for conv-browser").first.wait_for()
             assert len(demo.chat_app.conversations) == 1  # the new one: made by its first message
             print(f"\nbrowser: plan shown {plan_seconds:.2f} s after Enter; screenshots in {SCREENSHOTS}")

@@ -1,6 +1,7 @@
 """A public app keeps each visitor's secrets and files to themselves, in a real headless Chromium:
 a typed API key is stored nowhere in the browser, and a conversation's files cannot be fetched
-once its page is closed, from another browser or by anyone else (issue 10)."""
+once it is deleted, from another browser or by anyone else (issues 10 and 20: closing its page
+deletes nothing)."""
 
 import time
 
@@ -29,7 +30,7 @@ STORAGE = """async () => {
 
 
 @pytest.mark.browser
-def test_a_typed_key_is_stored_nowhere_and_files_go_with_the_page(llm_server, tiny_catalog, tmp_path):
+def test_a_typed_key_is_stored_nowhere_and_files_go_with_the_conversation(llm_server, tiny_catalog, tmp_path):
     sync_playwright = _browser_or_skip()
     picture = photo(tmp_path / "street.png", (64, 48))
     with (
@@ -72,11 +73,16 @@ def test_a_typed_key_is_stored_nowhere_and_files_go_with_the_page(llm_server, ti
         assert len(urls) >= 3, urls  # the upload, the drawing, the clip (and the trace)
         assert all(page.request.get(u).status == 200 for u in urls)  # while the page is open
 
-        page.close()
+        page.close()  # a closed tab deletes nothing: the conversation leaves memory, kept on disk
         deadline = time.time() + 15
         while demo.chat_app.conversations and time.time() < deadline:
             time.sleep(0.1)
         assert not demo.chat_app.conversations
+        page = visitor.new_page()  # back: the conversation is there; deleting it makes its files unreachable
+        page.goto(demo.local_url)
+        page.locator("#chat").get_by_text("Answer for conv-private").wait_for()
+        page.locator("#chat button[aria-label='Clear']").click()
+        page.locator("#undo-delete").wait_for()
         stranger = browser.new_context()
         statuses = {u: stranger.request.get(u).status for u in urls}
         assert all(status in (403, 404) for status in statuses.values()), statuses

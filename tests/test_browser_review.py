@@ -42,7 +42,7 @@ def test_browser_review_edit_an_argument_run_the_plan_and_regenerate_its_image(l
         chat.get_by_text("Review the plan").first.wait_for()
         assert endpoint.calls == []
         assert page.locator("#review-task-1").inner_text() == "Task 1 · text-to-image"
-        assert field(page, "review-arg-1-text").input_value() == "<resource>-0"
+        assert field(page, "review-arg-1-text").input_value() == "output of task 0"  # the chat's words
         assert field(page, "review-model-0").input_value() == "org/captioner-a"
 
         # a dependency that is not a task number: the problem shows beside task 2, nothing runs

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,7 +52,13 @@ MODELS = [
         providers={"hf-inference": {"status": "live", "task": "summarization"}},
     ),
     HubModel(
-        "acme/tiny-sum", "summarization", downloads=50, likes=1, library_name="transformers", tags=["t5"]
+        "acme/tiny-sum",
+        "summarization",
+        downloads=50,
+        likes=1,
+        library_name="transformers",
+        tags=["t5"],
+        card_data={"language": ["en", False]},  # the Hub's JSON of a card's YAML `language: [en, no]`
     ),
     HubModel("acme/third-sum", "summarization", downloads=10, library_name="transformers"),
     HubModel("facebook/bart-large-cnn", "summarization", downloads=7, likes=1, library_name="transformers"),
@@ -195,6 +202,7 @@ def test_refreshing_one_task_keeps_the_other_tasks_entries(hub, tmp_path):
         "acme/summariser",
         "acme/tiny-sum",
     ]  # old-sum replaced
+    assert json.loads(lines[3])["languages"] == ["en", "no"]  # Norwegian, not "False"
 
 
 def test_refresh_offline_is_one_clear_line_and_writes_nothing(tmp_path):
@@ -271,6 +279,8 @@ def test_check_reports_existence_gating_providers_and_local(hub):
         "acme/painter: exists, gated (manual); providers: fal-ai (staging, text-to-image), replicate (live, "
         in lines[1]
     )
+    assert lines[1].endswith("; the Hub tags it text-to-image: does it do summarization?")
+    assert "the Hub tags it" not in lines[0]
     assert lines[2].endswith("acme/gone: MISSING (not on the Hub, or private)")
     assert lines[-1] == "checked 3: 1 missing, 1 gated, 2 served live by a provider, 2 runnable locally"
     # (refresh's file listings, asked earlier in this module, have blobs=true)
@@ -310,6 +320,7 @@ def test_check_a_task_of_the_catalog_as_json(hub, tmp_path):
         "id": "acme/tiny-sum", "task": "summarization", "in_catalog": True, "exists": True, "gated": False,
         "providers": [], "live_providers": [], "library": "transformers", "local": True, "error": None,
         "not_on_hub": None,
+        "hub_task": "summarization",
     }  # fmt: skip
     assert mine["not_on_hub"] == f"a local folder ({folder})" and mine["local"] is True  # not asked
     assert shipped["in_catalog"] and shipped["exists"] is False
@@ -335,10 +346,37 @@ def test_check_does_not_ask_the_hub_about_built_in_annotators(hub):
     assert len(hub.requests) == before
 
 
-def test_check_needs_models_or_a_task_and_the_hub(tmp_path):
-    result = catalog_cli(None, "check", offline=True)
-    assert result.returncode == 2 and "name model ids, or --task" in result.stderr
+def test_check_of_named_models_needs_the_hub(tmp_path):
     result = catalog_cli(None, "check", "acme/x", offline=True)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1].startswith("error: cannot reach the Hugging Face Hub at ")
     assert "HF_HUB_OFFLINE=1" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_check_with_no_model_named_checks_every_entry_offline(tmp_path):
+    shipped = catalog_cli(None, "check", offline=True)
+    assert shipped.returncode == 0, shipped.stdout + shipped.stderr
+    assert re.fullmatch(r"checked \d+ entries: 0 problems", shipped.stdout.strip())
+    user = tmp_path / "mine.jsonl"
+    entries = [
+        {
+            "id": "pyannote/speaker-diarization",
+            "task": "automatic-speech-recognition",
+            "library": "pyannote-audio",
+        },
+        {"id": "acme/vad-diarization", "task": "automatic-speech-recognition", "library": "transformers"},
+        {"id": "acme/whisper", "task": "automatic-speech-recognition", "languages": ["en", "False"]},
+    ]
+    user.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    result = catalog_cli(None, "check", "--catalog", str(user), offline=True)
+    assert result.returncode == 3, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert (
+        "pyannote/speaker-diarization: listed for automatic-speech-recognition, but pyannote-audio"
+        in lines[0]
+    )
+    assert lines[1].endswith(
+        "acme/vad-diarization: listed for automatic-speech-recognition, but its name says diarization"
+    )
+    assert "acme/whisper: languages list 'False'" in lines[2]
+    assert lines[-1].endswith("entries: 3 problems")

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,60 @@ def test_unparsable_llm_base_url_is_bad_usage(tmp_path):
         == 2
     )
     assert err.getvalue().startswith("error: ") and "http://[::1" in err.getvalue()
+
+
+def test_the_terminal_output_reads_cleanly(catalog_file, tmp_path):
+    """--help names replay; the answer's line ends before [done], printed once also after a review;
+    transformers' warnings and loading bars only with --verbose."""
+    assert "replay" in cli("--help").stdout
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TRANSFORMERS_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS")
+    }
+    env["PYTHONPATH"] = str(ROOT)
+    env["HUGGINGGPT_CACHE_MAX_BYTES"] = "0"  # each run loads the model: no result from the cache
+
+    def run(*more: str) -> str:
+        with FakeLLMServer() as server:
+            server.script("plan", PLAN).script("select", '{"0": {"id": "tiny/bert-cls", "reason": "mine"}}')
+            server.script("respond", "The text is labelled.")
+            args = ["--llm-base-url", server.url, "--inference", "local", "--catalog", str(catalog_file)]
+            result = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "hugginggpt",
+                    *args,
+                    *more,
+                    "--workdir",
+                    str(tmp_path / "ws"),
+                    "label it",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,  # one stream, as a terminal shows both
+                text=True,
+                timeout=120,
+                cwd=ROOT,
+                env=env,
+            )
+        assert result.returncode == 0, result.stdout
+        return result.stdout
+
+    quiet = run()
+    # the answer's line ends, then (issue 23) each task's estimate beside what it took, then [done]
+    ended = re.search(
+        r"The text is labelled\.\n(\[task \d+\] estimated [^\n]*\n)*\[done\] 3 LLM call\(s\)", quiet
+    )
+    assert ended and quiet.count("[done]") == 1, quiet
+    assert "Loading weights" not in quiet
+    assert "Loading weights" in run("--verbose")  # the loading bar, when asked for
+
+
+def test_a_plan_ready_for_review_is_not_reported_as_done():
+    from hugginggpt.events import Done, Outcome
+    from hugginggpt.progress import describe
+
+    calls = {"llm_calls": [{}, {}]}
+    assert describe(Done(Outcome.PLANNED, trace=calls), ROOT) == "[plan] ready: 2 LLM call(s)"
+    assert describe(Done(Outcome.ANSWERED, trace=calls), ROOT).startswith("[done] 2 LLM call(s)")

@@ -106,6 +106,7 @@ def test_hugginggpt_answers_with_the_produced_image_and_cleans_up(mcp_app, llm_s
     assert Image.open(io.BytesIO(fetched.content)).size == shown.size
     assert httpx.get(spoken["url"], trust_env=False).content[:4] == b"RIFF"
     assert any(drawn["url"] in t for t in texts(result))
+    assert f"]({drawn['url']})" in payload["answer"] and f"]({spoken['url']})" in payload["answer"]
     # The call's workspace is gone; its files live on in Gradio's cache.
     assert not list(mcp_app.workdir.glob("call-*"))
 

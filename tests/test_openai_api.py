@@ -66,6 +66,9 @@ def test_a_completion_answers_with_linked_files_and_the_hugginggpt_field(api_app
     assert drawn.startswith(api_app.local_url.rstrip("/") + "/gradio_api/file=")
     assert f"![task 1 · text-to-image · image]({drawn})" in message.content
     assert f"[task 2 · text-to-speech · audio]({spoken})" in message.content
+    # the files the answer names link to their absolute URLs (the workspace's names mean nothing here)
+    assert f"]({drawn})" in details["answer"] and f"]({spoken})" in details["answer"]
+    assert f"]({drawn})" in message.content.split("\n\n")[0]
     Image.open(io.BytesIO(httpx.get(drawn, trust_env=False).content)).verify()
     assert "[plan] 3 task(s)" in message.model_extra["reasoning_content"]
     assert completion.usage.total_tokens > 0

@@ -161,6 +161,16 @@ def test_pick_that_is_not_a_candidate_is_replaced_and_recorded(server, photo, tm
     assert done.trace["choices"]["0"]["source"] == "not_a_candidate"
 
 
+def test_the_selection_prompt_lists_each_candidate_with_one_list_marker(server, photo, tmp_path):
+    server.script("plan", PLAN).script("select", '{"0": {"id": "det-big", "reason": "best"}}')
+    server.script("respond", "ok")
+    run(pipeline(server), "detect", tmp_path, files=[photo])
+    [asked] = [r for r in server.requests if "Candidates:" in r["messages"][-1]["content"]]
+    lines = asked["messages"][-1]["content"].splitlines()
+    candidates = [line for line in lines if '"det-' in line]
+    assert candidates and all(line.startswith('- "det-') for line in candidates), candidates
+
+
 def test_a_failed_selection_call_is_recorded_as_such_not_as_a_bad_pick(server, photo, tmp_path):
     server.script("plan", PLAN).script("select", Reply("overloaded", status=500)).script("respond", "ok")
     events, done, _ = run(pipeline(server), "detect", tmp_path, files=[photo])

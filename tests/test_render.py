@@ -22,6 +22,7 @@ from hugginggpt.events import (
     StageStarted,
     TaskFailed,
     TaskFinished,
+    TaskPlanned,
     TaskSkipped,
     TaskStarted,
 )
@@ -172,10 +173,53 @@ def test_states_tell_the_truth_skipped_stopped_and_failed_plans():
     assert all(f"attempt {n}: problem {n}" in view.plan_box["content"] for n in (1, 2, 3))
 
 
+def test_the_plan_drawing_stays_the_same_while_the_run_goes_and_shows_the_end_states(tmp_path):
+    """A drawing replaced while Mermaid draws it throws in the browser: it changes only at the end."""
+    view = RunView("r1")
+    view.feed(PlanReady(PLAN, 1))
+    drawing = re.compile(r"```mermaid.*?```", re.DOTALL)
+    planned = drawing.search(view.plan_box["content"]).group()
+    view.feed(
+        ModelSelected(0, "object-detection", "facebook/detr-resnet-50", "best", ["facebook/detr-resnet-50"])
+    )
+    view.feed(TaskStarted(0, "object-detection", "facebook/detr-resnet-50"))
+    assert drawing.search(view.plan_box["content"]).group() == planned and ":::planned" in planned
+    assert "◔ running" in view.plan_box["content"]  # the list follows the state
+    view.feed(TaskFinished(0, "object-detection", "facebook/detr-resnet-50", [], 1.0))
+    view.feed(Done(Outcome.ANSWERED, answer="x"))
+    final = drawing.search(view.plan_box["content"]).group()
+    assert 't0["0 · object-detection<br/>facebook/detr-resnet-50<br/>done"]:::done' in final
+
+
+def test_a_plan_still_being_written_is_listed_and_drawn_once_whole():
+    """While the LLM writes the plan its list fills in task by task; the drawing waits for the whole
+    plan, so that no diagram is replaced task by task while Mermaid draws it (issues 20 and 21)."""
+    view = RunView("r1")
+    view.feed(StageStarted(Stage.PLAN))
+    for task in PLAN.tasks[:2]:
+        view.feed(TaskPlanned(task))
+        assert "**" + task.task + "**" in view.plan_box["content"]
+        assert "```mermaid" not in view.plan_box["content"]
+    view.feed(PlanReady(PLAN, 1))
+    assert "```mermaid" in view.plan_box["content"] and "t3[" in view.plan_box["content"]
+
+
+def test_a_model_from_a_local_folder_links_to_no_hub_page():
+    view = RunView("r1", off_hub=lambda model: model == "tiny/blip")
+    view.feed(PlanReady(PLAN, 1))
+    view.feed(ModelSelected(0, "object-detection", "tiny/blip", "small", ["tiny/blip", "facebook/detr"]))
+    task = next(m for m in view.messages if (m.get("metadata") or {}).get("id") == "r1-task0")
+    assert (
+        "`tiny/blip` (a local model)" in task["content"] and "huggingface.co/tiny/blip" not in task["content"]
+    )
+    assert "[facebook/detr](https://huggingface.co/facebook/detr)" in task["content"]
+
+
 def test_the_plan_diagram_colours_by_state_and_keeps_llm_text_out_of_its_syntax():
     plan = Plan([Task(0, 'evil"]\n  click t0 call alert(1)', [-1], {}), Task(1, "text-to-image", [0, 0], {})])
     graph = plan_mermaid(plan, {0: "done", 1: "failed"}, {1: "org/pa<i>nter"})
-    assert graph.startswith("```mermaid\nflowchart LR") and graph.endswith("```")
+    assert graph.startswith("```mermaid\n%%{init: {") and graph.endswith("```")
+    assert "\nflowchart TD\n" in graph
     assert graph.count("t0 --> t1") == 1 and "classDef failed fill:#fee2e2" in graph
     assert 't0["0 · evil  click t0 call alert1<br/>done"]:::done' in graph  # quotes, brackets, newlines gone
     assert 't1["1 · text-to-image<br/>org/painter<br/>failed"]:::failed' in graph
@@ -220,21 +264,22 @@ def test_one_user_bubble_holds_the_text_and_its_files():
     ]
 
 
-def test_the_browser_store_keeps_keys_titles_and_settings_and_drops_what_it_did_not_write():
+def test_the_browser_store_keeps_keys_and_settings_only_and_drops_what_it_did_not_write():
     key = saved.new_key()
-    store = saved.remember(saved.empty(), key, "caption   this\nphoto")
-    assert saved.choices(store) == [("caption this photo", key)] and store["current"] == key
-    for n in range(12):
-        store = saved.remember(store, saved.new_key(), f"request {n}")
-    assert len(saved.choices(store)) == saved.MAX_SAVED and saved.choices(store)[0][0] == "request 11"
+    store = saved.remember(saved.empty(), key)
+    assert saved.keys(store) == [key] and store["current"] == key
+    assert store["conversations"] == [{"key": key}]  # no title: it stays on the server
+    for _ in range(12):
+        store = saved.remember(store, saved.new_key())
+    assert len(saved.keys(store)) == saved.MAX_SAVED and key not in saved.keys(store)
     crafted = {
         "current": "../../etc/passwd",
-        "conversations": [{"key": "a-session-hash", "title": "x"}, {"key": key, "title": 5}, "junk"],
+        "conversations": [{"key": "a-session-hash", "title": "x"}, {"key": key, "title": "old"}, "junk"],
         "settings": {"base_url": "http://h/v1", "path": "/etc", "top_k": {"x": 1}},
     }
     assert saved.normal(crafted) == {
         "current": "",
-        "conversations": [],
+        "conversations": [{"key": key}],  # a store written before titles moved to the server
         "settings": {"base_url": "http://h/v1"},
     }
     assert saved.normal("not a dict") == saved.empty()
@@ -242,6 +287,12 @@ def test_the_browser_store_keeps_keys_titles_and_settings_and_drops_what_it_did_
     assert "api_key" not in saved.with_settings(store, values, keep_key=False, api_key="sk-1")["settings"]
     assert saved.with_settings(store, values, keep_key=True, api_key="sk-1")["settings"]["api_key"] == "sk-1"
     assert saved.forget(store, store["current"])["current"] == ""
+    # The open conversation is listed; switching away keeps it listed if it has something in it.
+    opened = saved.open_key(saved.empty(), key)
+    assert saved.keys(opened) == [key] and opened["conversations"] == []
+    other = saved.new_key()
+    assert saved.keys(saved.open_key(opened, other, keep=lambda k: k == key)) == [other, key]
+    assert saved.keys(saved.open_key(opened, other)) == [other]  # an empty one is not kept
 
 
 def test_settings_problems_go_to_the_field_they_concern(tmp_path):
@@ -254,6 +305,12 @@ def test_settings_problems_go_to_the_field_they_concern(tmp_path):
     line = status_for(chat.host, choice, problems)
     assert "fix the field marked in Settings" in line and "ftp://" not in line
     assert field_problems(chat.host, LLMChoice(base_url="http://127.0.0.1:1/v1")) == {}
+    for bad in (0, 99, 2.5):  # top-K: said under its field, and the server's value is used meanwhile
+        problems = field_problems(chat.host, LLMChoice(top_k=bad))
+        assert list(problems) == ["top_k"] and "a whole number from 1 to 10" in problems["top_k"]
+        assert "top-K 5" in status_for(chat.host, LLMChoice(top_k=bad), problems)
+    assert field_problems(chat.host, LLMChoice(top_k=3)) == {}
+    assert "top-K 3" in chat.host.status(LLMChoice(top_k=3))
 
 
 def test_a_page_left_mid_run_keeps_the_turn_it_showed_as_stopped(llm_server, tmp_path):
@@ -283,3 +340,13 @@ def test_a_page_left_mid_run_keeps_the_turn_it_showed_as_stopped(llm_server, tmp
         and conv.display[-1]["content"] == "Stopped."
     )
     assert Path(conv.workspace.root).is_dir()  # kept for a reload
+
+
+def test_output_names_in_an_answer_become_links_where_the_file_exists():
+    from webui.answer_links import link_outputs
+
+    known = {"outputs/r1/task-1/cat.png": "u/cat.png"}
+    text = "Drawn: `outputs/r1/task-1/cat.png`, read: outputs/r1/task-2/gone.wav."
+    assert link_outputs(text, known.get) == (
+        "Drawn: [outputs/r1/task-1/cat.png](u/cat.png), read: outputs/r1/task-2/gone.wav."
+    )

@@ -131,6 +131,17 @@ def test_edit_after_a_run_runs_only_the_edited_task_and_its_dependants(chat, tmp
     assert trace["ran_from"] and trace["choices"]["2"]["seed"] != trace["choices"]["1"]["seed"]
 
 
+def test_the_form_says_output_of_task_as_the_chat_does_and_reads_it_back(chat, tmp_path):
+    _, _, form = plan_for_review(chat, tmp_path, tag="words")
+    speech = next(t for t in form["tasks"] if t["task"] == "text-to-speech")
+    assert speech["args"]["text"] == "output of task 0"  # the chat's words, not `<resource>-0`
+    unchanged = values(form)
+    *_, (messages, _, _) = review_chat.run_reviewed(chat, "s1", form, unchanged, LLMChoice())
+    assert messages[-1]["content"].startswith("Answer for conv-words")
+    ran = [c for c in fake(chat).calls if c[0] == "text-to-speech"]
+    assert ran and ran[0][2]["text"] != "output of task 0"  # it got task 0's caption
+
+
 def test_a_downloaded_trace_runs_again_every_task_with_its_seeds(chat, tmp_path):
     endpoint = fake(chat)
     *_, (_, traces, _) = chat.respond(

@@ -22,6 +22,8 @@ def two_conversations(tmp_path):
 
 def test_uploads_get_safe_unique_names(two_conversations, tmp_path):
     a, _, first = two_conversations
+    assert a.add_upload(tmp_path / "secret photo!.png") == first  # the same file again: stored once
+    (tmp_path / "secret photo!.png").write_bytes(b"another picture")
     second = a.add_upload(tmp_path / "secret photo!.png")
     assert first.name == "secret_photo.png" and second.name == "secret_photo-2.png"
     assert a.resolve("secret_photo.png") == first and a.resolve("/secret_photo.png") == first

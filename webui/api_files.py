@@ -31,6 +31,7 @@ from hugginggpt.records import TaskRecord
 from hugginggpt.run_json import run_json
 from hugginggpt.run_json import task_json as run_task_json
 
+from .answer_links import link_outputs
 from .uploads import check_upload
 
 MAX_FILES = 8  # files one call may bring (an OpenAI conversation's earlier turns included)
@@ -167,8 +168,21 @@ def publish(records: Sequence[TaskRecord], root_url: str) -> dict[Path, Served]:
 
 
 def result_json(done: Done, served: dict[Path, Served]) -> dict[str, Any]:
-    """A run for a client: hugginggpt.run_json's shape, files as URLs."""
-    return run_json(done, partial(_output, served))
+    """A run for a client: hugginggpt.run_json's shape, files as URLs (the answer's too)."""
+    result = run_json(done, partial(_output, served))
+    result["answer"] = answer_with_urls(done.answer, served)
+    return result
+
+
+def answer_with_urls(answer: str, served: dict[Path, Served]) -> str:
+    """The answer with each generated file it names linked to the file's absolute URL."""
+    by_name = {}
+    for path, copy in served.items():
+        posix = Path(path).as_posix()
+        at = posix.rfind("/outputs/")
+        if at >= 0:
+            by_name[posix[at + 1 :]] = copy.url
+    return link_outputs(answer, by_name.get)
 
 
 def task_json(record: TaskRecord, served: dict[Path, Served]) -> dict[str, Any]:

@@ -91,9 +91,10 @@ class ChatApp:
         """The session's conversation if it has one; looking never makes one (a page load makes none)."""
         return self.host.find(session)
 
-    def reset(self, session: str) -> None:
-        """A new conversation for this session: fresh workspace and history."""
-        self.conversations.drop(session)
+    def reset(self, session: str) -> bool:
+        """A new conversation for this session: fresh workspace and history. Returns whether the old
+        one can still be brought back (ConversationTable.undelete)."""
+        return self.conversations.drop(session)
 
     def drop(self, session: str) -> None:
         """Forget a conversation and delete its files."""
@@ -132,6 +133,22 @@ class ChatApp:
         except TableFull as e:
             yield [_note(str(e))], [], False
             return
+        try:
+            yield from self._respond(conv, session, message, choice, client, hf_token, poll, review)
+        finally:
+            self.conversations.save(conv)
+
+    def _respond(
+        self,
+        conv: Conversation,
+        session: str,
+        message: dict[str, Any] | str | None,
+        choice: LLMChoice,
+        client: str,
+        hf_token: str | None,
+        poll: float,
+        review: bool,
+    ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
         text, files = _split_message(message)
         if conv.cancel is not None:
             yield conv.display + [_note(BUSY)], conv.traces, True
@@ -140,8 +157,11 @@ class ChatApp:
             yield conv.display, conv.traces, False
             return
         conv.requests += 1
-        user = [user_message(text, files)]
+        conv.title = conv.title or self._title(text)
         problems = self._upload_problems(files)
+        if not problems:  # kept with the conversation, which shows them from there
+            files = [str(conv.workspace.add_upload(Path(f))) for f in files]
+        user = [user_message(text, files)]
         if problems:
             bad = [user_message(text or "(files only)", [])]
             conv.display += bad + [
@@ -188,6 +208,18 @@ class ChatApp:
         with self.slots.held(threading.Event(), refuse_when_busy=False):
             return [p for f in files if (p := check_upload(f, max_bytes=self.max_upload_bytes))]
 
+    def _off_hub(self, model: str) -> bool:
+        card = self.catalog.get(model)
+        return card is not None and card.path is not None
+
+    def _title(self, text: str) -> str:
+        """On a private app, the first request's words; on a public one the server keeps no words
+        of it outside the conversation itself, so a neutral title (ConversationTable.title)."""
+        if self.public_llm_only or not text:
+            return ""
+        text = " ".join(text.split())
+        return text if len(text) <= 60 else text[:59] + "…"
+
     def pipeline_for(self, choice: LLMChoice, hf_token: str | None = None) -> Pipeline:
         """A pipeline with this session's settings; ValueError for a settings problem."""
         s = self.request_settings(choice)
@@ -211,7 +243,7 @@ class ChatApp:
             return
         conv.pending = conv.pending_form = None  # a new run replaces a plan under review
         conv.display += user
-        view = RunView(f"r{conv.requests}")
+        view = RunView(f"r{conv.requests}", off_hub=self._off_hub)
         events: queue.Queue = queue.Queue()
         worker = threading.Thread(
             target=_drive,
@@ -254,6 +286,7 @@ class ChatApp:
                 view.feed(Done(Outcome.CANCELLED))
                 self._finish(conv, text, view)
             conv.cancel = None
+            self.conversations.save(conv)
 
     def _finish(self, conv: Conversation, text: str, view: RunView) -> None:
         done = view.done

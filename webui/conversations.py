@@ -1,11 +1,16 @@
-"""The conversations of the app's visitors, keyed by Gradio's session hash.
+"""The conversations of the app's visitors: those of a browser by the key it keeps, those of an API
+client by Gradio's session hash.
 
-Each has its own workspace (a random folder name: the session hash is known to the browser, the
-folder is not) and history, and runs one request at a time.
+Each has its own workspace and history, and runs one request at a time. A browser's conversations
+are saved on the server's disk (webui.conversation_store) after every request: they outlast a
+closed tab and a restart, and only deleting them or the retention time removes them. An API
+client's conversation lives in memory and ends with its session (a random folder name: the session
+hash is known to the client, the folder is not).
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 import time
@@ -21,7 +26,11 @@ from hugginggpt.cache import ResultCache
 from hugginggpt.llm import Message
 from hugginggpt.workspace import Workspace
 
+from .conversation_store import ConversationStore
 from .review_form import Draft
+
+log = logging.getLogger(__name__)
+SWEEP_SECONDS = 600.0  # how often expired conversations are looked for
 
 
 class TableFull(RuntimeError):
@@ -31,6 +40,9 @@ class TableFull(RuntimeError):
 @dataclass
 class Conversation:
     workspace: Workspace
+    key: str = ""  # a browser's key: saved on disk under it (webui.conversation_store); else ""
+    title: str = ""
+    created: float = field(default_factory=time.time)
     client: str = ""  # the address it came from, to cap conversations per client
     last_used: float = field(default_factory=time.monotonic)
     history: list[Message] = field(default_factory=list)  # what the LLM sees of earlier turns
@@ -57,15 +69,54 @@ class Conversation:
     def delete_files(self) -> None:
         self.forget_results()
         shutil.rmtree(self.workspace.root, ignore_errors=True)
+        self.delete_copies()
+
+    def delete_copies(self) -> None:
+        """Removes every copy served to the page: their URLs answer 404 from now on."""
         for path in list(self.served):  # each copy sits alone in its own random folder (webui.files)
             shutil.rmtree(path.parent, ignore_errors=True)
         self.served.clear()
+        self.copies.clear()
+
+    @property
+    def saved_worth(self) -> bool:
+        """Whether there is anything to keep: a request was made in it."""
+        return bool(self.key) and self.requests > 0
+
+    def record(self) -> dict[str, Any]:
+        """What is saved of it: the chat and history, paths inside the workspace made relative."""
+        here = self.workspace.root
+        return {
+            "title": self.title,
+            "created": self.created,
+            "requests": self.requests,
+            "history": self.history,
+            "display": _map_paths(self.display, lambda p: _relative(p, here)),
+            "traces": [_relative(t, here) for t in self.traces],
+            "copies": [[_relative(s, here), str(c)] for s, c in self.copies.items()],
+        }
+
+    @classmethod
+    def from_record(cls, workspace: Workspace, key: str, record: dict[str, Any]) -> Conversation:
+        here = workspace.root
+        conv = cls(workspace, key=key, title=str(record.get("title") or ""))
+        conv.created = float(record.get("created") or time.time())
+        conv.requests = int(record.get("requests") or 0)
+        conv.history = list(record.get("history") or [])
+        conv.display = _map_paths(list(record.get("display") or []), lambda p: _absolute(p, here))
+        conv.traces = [_absolute(t, here) for t in record.get("traces") or []]
+        for source, copy in record.get("copies") or []:
+            conv.copies[Path(_absolute(source, here))] = Path(copy)
+            conv.served.add(Path(copy))
+        return conv
 
 
 class ConversationTable:
-    """Conversations by session. A conversation idle for `idle_seconds` ends (its files deleted);
-    a flood of new sessions cannot push out an active one: past `limit` conversations, or
-    `per_client` from one address, a new session is refused with TableFull instead."""
+    """Conversations by session. A conversation idle for `idle_seconds` leaves memory (a saved one
+    stays on disk; any other ends, its files deleted); a flood of new sessions cannot push out an
+    active one: past `limit` conversations, or `per_client` from one address, a new session is
+    refused with TableFull instead. With a `store`, conversations whose key `saved(key)` holds
+    true are saved there and found there again."""
 
     def __init__(
         self,
@@ -78,6 +129,8 @@ class ConversationTable:
         welcome: Callable[[], list] = list,
         clock: Callable[[], float] = time.monotonic,
         cache: ResultCache | None = None,
+        store: ConversationStore | None = None,
+        saved: Callable[[str], bool] = lambda key: False,
     ):
         self.workdir = workdir
         self.limit = limit
@@ -87,33 +140,75 @@ class ConversationTable:
         self.welcome = welcome
         self.clock = clock
         self.cache = cache  # a conversation's entries (scope: its workspace) are deleted with it
+        self.store = store
+        self.saved = saved if store is not None else lambda key: False
         self._by_session: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
+        self._store_lock = threading.Lock()  # one save or delete at a time
+        self._swept = clock()
 
     def get(self, session: str, client: str) -> Conversation:
         """The session's conversation, made on first use by a caller at address `client` (webui.callers;
         "" when unknown, which counts as one address too); TableFull when there is no room."""
         with self._lock:
             ended = self._end_idle()
-            conv = self._by_session.get(session)
+            conv = self._by_session.get(session) or self._load(session)
             if conv is None:
                 self._check_room(client)
-                workspace = Workspace.create(self.workdir, uuid.uuid4().hex)
-                conv = Conversation(workspace, client=client, display=self.welcome())
-                if self.cache is not None:
-                    conv.forget_results = partial(self.cache.forget_scope, str(workspace.root))
-                self._by_session[session] = conv
+                conv = self._new(session, client)
+            conv.client = conv.client or client
+            self._by_session[session] = conv
             conv.last_used = self.clock()
             conv.left_at = None  # its page is back
             self._by_session.move_to_end(session)
         for old in ended:
             old.remove()
+        if self.clock() - self._swept > SWEEP_SECONDS:  # retention applies while the app runs, too
+            self._swept = self.clock()
+            self.sweep()
         return conv
 
+    def _new(self, session: str, client: str) -> Conversation:
+        if self.store is not None and self.saved(session):
+            workspace = Workspace(self.store.workspace_root(session))
+            conv = Conversation(workspace, key=session, client=client, display=self.welcome())
+        else:
+            workspace = Workspace.create(self.workdir, uuid.uuid4().hex)
+            conv = Conversation(workspace, client=client, display=self.welcome())
+        return self._with_cache(conv)
+
+    def _with_cache(self, conv: Conversation) -> Conversation:
+        """Its result cache entries (scope: its workspace) are deleted with it."""
+        if self.cache is not None:
+            conv.forget_results = partial(self.cache.forget_scope, str(conv.workspace.root))
+        return conv
+
+    def _load(self, session: str) -> Conversation | None:
+        """A saved conversation, from disk (called with the lock held)."""
+        if self.store is None or not self.saved(session):
+            return None
+        record = self.store.load(session)
+        if record is None:
+            return None
+        workspace = Workspace(self.store.workspace_root(session))
+        return self._with_cache(Conversation.from_record(workspace, session, record))
+
+    def save(self, conv: Conversation) -> None:
+        """Writes a browser's conversation to disk (if anything happened in it and it still exists)."""
+        if self.store is None or not conv.saved_worth or conv.ended:
+            return
+        with self._store_lock:
+            try:
+                self.store.save(conv.key, conv.record())
+            except OSError as e:  # a full or read-only disk: the chat goes on, kept in memory only
+                log.warning("conversation not saved: %s", e)
+
     def _end_idle(self) -> list[Conversation]:
+        """Takes idle conversations out of memory; returns those that end with it (not saved)."""
         too_old = self.clock() - self.idle_seconds
         idle = [k for k, c in self._by_session.items() if c.cancel is None and c.last_used < too_old]
-        return [self._by_session.pop(k) for k in idle]
+        gone = [self._by_session.pop(k) for k in idle]
+        return [c for c in gone if not c.key]
 
     def _check_room(self, client: str) -> None:
         if len(self._by_session) >= self.limit:
@@ -127,9 +222,11 @@ class ConversationTable:
             )
 
     def leave(self, session: str) -> None:
-        """Its page went away: unless a page comes back to it within the grace, it ends with its
-        files (a reload comes back; a closed tab does not)."""
-        conv = self.find(session)
+        """Its page went away: unless a page comes back to it within the grace, it leaves memory.
+        A saved conversation stays on disk (nothing is deleted for a closed tab); any other ends
+        with its files."""
+        with self._lock:
+            conv = self._by_session.get(session)
         if conv is None:
             return
         conv.left_at = left = self.clock()
@@ -139,7 +236,7 @@ class ConversationTable:
                 gone = self._by_session.get(session) is conv and conv.left_at == left
                 if gone:
                     self._by_session.pop(session)
-            if gone:
+            if gone and not conv.key:
                 conv.remove()
 
         timer = threading.Timer(self.leave_grace_seconds, end_if_still_gone)
@@ -147,15 +244,59 @@ class ConversationTable:
         timer.start()
 
     def find(self, session: str) -> Conversation | None:
+        """The conversation, from memory or (a saved one) from disk; None when there is none."""
         with self._lock:
-            return self._by_session.get(session)
+            conv = self._by_session.get(session)
+            if conv is None and (conv := self._load(session)) is not None:
+                conv.last_used = self.clock()
+                self._by_session[session] = conv
+            return conv
 
-    def drop(self, session: str) -> None:
-        """Forget a conversation, stop its run and delete its files."""
+    def title(self, session: str) -> str | None:
+        """The conversation's title (None when it does not exist); a neutral one if it has none."""
+        conv = self.find(session)
+        if conv is None:
+            return None
+        return conv.title or time.strftime("Conversation of %b %d, %H:%M", time.localtime(conv.created))
+
+    def drop(self, session: str) -> bool:
+        """Deletes a conversation: stops its run; its files are unreachable at once. A saved one
+        can be brought back for a while with `undelete`; returns whether it can."""
+        conv = self.find(session)
         with self._lock:
-            conv = self._by_session.pop(session, None)
-        if conv is not None:
+            self._by_session.pop(session, None)
+        if conv is None:
+            return False
+        if not conv.key or self.store is None:
             conv.remove()
+            return False
+        conv.ended = True
+        if conv.cancel is not None:
+            conv.cancel.set()
+        conv.forget_results()  # its cached results go at once; an undo brings back its files only
+        conv.delete_copies()
+        with self._store_lock:
+            return self.store.delete(conv.key)
+
+    def undelete(self, session: str) -> Conversation | None:
+        """A conversation deleted a moment ago, back; None when it is gone for good."""
+        if self.store is None or not self.saved(session):
+            return None
+        with self._store_lock:
+            if not self.store.undelete(session):
+                return None
+        return self.find(session)
+
+    def sweep(self) -> None:
+        """Removes saved conversations past their retention, and deleted ones past their undo."""
+        if self.store is not None:
+            with self._store_lock:
+                self.store.sweep(gone=self._forget_results)
+
+    def _forget_results(self, root: Path) -> None:
+        """The result cache entries of a conversation removed for good (scope: its workspace)."""
+        if self.cache is not None:
+            self.cache.forget_scope(str(root))
 
     def claim(self, conv: Conversation, cancel: threading.Event) -> bool:
         """Mark a request as running in `conv`; False when one already is."""
@@ -174,3 +315,29 @@ class ConversationTable:
     def values(self) -> list[Conversation]:
         with self._lock:
             return list(self._by_session.values())
+
+
+def _map_paths(messages: list[dict[str, Any]], change: Callable[[str], str]) -> list[dict[str, Any]]:
+    """`messages` with the path of every file part changed by `change`."""
+
+    def part(content: Any) -> Any:
+        if isinstance(content, list):
+            return [part(c) for c in content]
+        if isinstance(content, dict) and isinstance(content.get("path"), str):
+            return {**content, "path": change(content["path"])}
+        return content
+
+    return [{**m, "content": part(m.get("content"))} for m in messages]
+
+
+def _relative(path: str | Path, root: Path) -> str:
+    resolved = Path(path).resolve()
+    return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else str(path)
+
+
+def _absolute(path: str, root: Path) -> str:
+    """A saved path as a real one; a relative one must stay inside the workspace."""
+    if Path(path).is_absolute():
+        return path
+    resolved = (root / path).resolve()
+    return str(resolved) if resolved.is_relative_to(root) else str(root / "missing")

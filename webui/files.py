@@ -16,7 +16,11 @@ import secrets
 import shutil
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+from hugginggpt.workspace import FileRefused
+
+from .answer_links import link_outputs
 from .conversations import Conversation
 
 
@@ -25,13 +29,30 @@ class Publisher:
         self.cache_dir = Path(cache_dir).resolve()
 
     def messages(self, conv: Conversation, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`messages` with each file replaced by the conversation's own served copy."""
-        return [{**m, "content": self._content(conv, m.get("content"))} for m in messages]
+        """`messages` with each file replaced by the conversation's own served copy, and each
+        generated file an answer names linked to it."""
+        out = []
+        for m in messages:
+            content = self._content(conv, m.get("content"))
+            if m.get("role") == "assistant" and isinstance(content, str):
+                content = link_outputs(content, lambda name: self._url(conv, name))
+            out.append({**m, "content": content})
+        return out
+
+    def _url(self, conv: Conversation, name: str) -> str | None:
+        """The page-relative URL of the served copy of the conversation's file `name`, if there is one."""
+        try:
+            path = conv.workspace.resolve(name)
+        except FileRefused:
+            return None
+        return "gradio_api/file=" + quote(self.file(conv, path))
 
     def _content(self, conv: Conversation, content: Any) -> Any:
         if isinstance(content, list):  # a message of several parts (text and files)
             return [self._content(conv, part) for part in content]
         if isinstance(content, dict) and content.get("path"):
+            if not Path(content["path"]).is_file():  # e.g. a file of a conversation saved long ago
+                return f"*({Path(content['path']).name} is no longer available.)*"
             return {**content, "path": self.file(conv, content["path"])}
         return content
 

@@ -4,12 +4,15 @@ It owns the settings, the catalog, the LLM clients and endpoints (webui.backends
 the slots (requests answered at once), the conversations and who is calling (webui.callers). Its
 `admit` is the one way a conversation is made, whichever door the first message came through: the
 caps (conversations per address, and in all) hold for every way in, and a page load makes nothing.
+A browser's conversations are kept on disk (webui.conversation_store) and found there again; their
+result cache entries go with them, as an API client's do with its session.
 """
 
 from __future__ import annotations
 
 import contextvars
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +25,10 @@ from hugginggpt.factory import build_catalog
 from hugginggpt.llm import LLM
 from hugginggpt.pipeline import Pipeline
 
+from . import saved
 from .backends import Backends
 from .callers import Callers
+from .conversation_store import ConversationStore, retention_hours, work_folder
 from .conversations import Conversation, ConversationTable
 from .session_settings import LLMChoice, merge_settings
 from .slots import RunSlots
@@ -56,6 +61,7 @@ class Host:
         max_conversations: int = 500,
         concurrency: int | None = None,
     ):
+        settings = replace(settings, workdir=str(work_folder(settings)))  # /data on a Space that has it
         self.settings = settings
         self.catalog = catalog if catalog is not None else build_catalog(settings)
         self.max_upload_bytes = max_upload_bytes or settings.max_upload_bytes
@@ -71,7 +77,12 @@ class Host:
             leave_grace_seconds=settings.app_leave_grace_seconds,
             welcome=self.welcome,
             cache=self.backends.cache,
+            store=ConversationStore(
+                self.workdir / "conversations", retention_seconds=retention_hours(settings) * 3600
+            ),
+            saved=saved.valid_key,  # a browser's conversations; an API client's end with its session
         )
+        self.conversations.sweep()
         self.slots = RunSlots(concurrency or settings.app_concurrency)  # every door's requests at once
         self.callers = Callers(settings.proxies)
         # On a public app, each visitor's LLM tokens a day (one table for every door).

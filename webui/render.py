@@ -116,9 +116,16 @@ class RunView:
     `prefix` keeps message ids unique across the requests of a conversation (nesting uses ids).
     """
 
-    def __init__(self, prefix: str, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        prefix: str,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        off_hub: Callable[[str], bool] = lambda model: False,
+    ):
         self.prefix = prefix
         self.clock = clock
+        self.off_hub = off_hub  # a model loaded from a local folder: its name has no Hub page
         self.started = clock()
         self.messages: list[dict[str, Any]] = []
         self.done: Done | None = None
@@ -138,6 +145,7 @@ class RunView:
         self._answer_text = ""  # as the LLM wrote it; the message shows it cleaned
         self.work = self._node("work", "Working · planning the tasks")
         self.plan_box: dict[str, Any] | None = None
+        self._whole = False  # the plan is whole (PlanReady): drawn from then on
 
     # ---- boxes --------------------------------------------------------------------------------
 
@@ -159,6 +167,9 @@ class RunView:
         if title:
             meta["title"] = title
 
+    def _link(self, model: str) -> str:
+        return f"`{plain(model)}` (a local model)" if self.off_hub(model) else model_link(model)
+
     def _stage(self, words: str) -> None:
         self.work["metadata"]["title"] = f"Working · {words}"
 
@@ -171,8 +182,13 @@ class RunView:
         """The diagram, the list and every rejected attempt, in the plan's box."""
         parts = []
         if self.plan is not None:
+            # The drawing changes twice only: once the plan is whole (not while the LLM still writes
+            # it, task by task), and as the run ends. Gradio's chat draws a changed diagram again,
+            # and one replaced while Mermaid draws it throws in the browser. The list below it fills
+            # in as the plan is written and follows every state as it happens.
+            drawn = (self.states, self.models, self.estimates) if self.done else ({}, {}, {})
             parts += [
-                plan_mermaid(self.plan, self.states, self.models, self.estimates),
+                plan_mermaid(self.plan, *drawn) if self._whole or self.done else "",
                 plan_markdown(self.plan, self.states, self.estimates),
             ]
         if self.rejections:
@@ -243,12 +259,12 @@ class RunView:
                 self.models[i] = model
                 node = self._set_state(i, task, "running")
                 if attempt > 1:
-                    _add(node, f"Attempt {attempt}: trying {model_link(model)}")
+                    _add(node, f"Attempt {attempt}: trying {self._link(model)}")
                 self._task_started[i] = self.clock()
             case TaskFinished():
                 self._finished(event)
             case TaskFailed(task_id=i, task=task, model=model, error=error, final=final, seconds=seconds):
-                who = model_link(model) if model else "the task"
+                who = self._link(model) if model else "the task"
                 if not final:
                     node = self._set_state(i, task, "running")
                     _add(node, f"{who} failed: {clean(error)}; trying the next candidate.")
@@ -271,6 +287,7 @@ class RunView:
     def _plan_ready(self, event: PlanReady) -> None:
         plan, attempts = event.plan, event.attempts
         self.plan = plan
+        self._whole = True
         box = self._plan_box()
         box["metadata"].pop("log", None)
         n = len(plan.tasks)
@@ -289,9 +306,9 @@ class RunView:
         others = [c for c in event.candidates if c != model]
         node = self._set_state(i, event.task, "waiting")
         node["content"] = (
-            f"Model: {model_link(model)}\n\nWhy: {clean(event.reason) or 'no reason given'}"
+            f"Model: {self._link(model)}\n\nWhy: {clean(event.reason) or 'no reason given'}"
             + _SOURCE_NOTES.get(event.source, "")
-            + (f"\n\nOther candidates: {', '.join(model_link(c) for c in others)}" if others else "")
+            + (f"\n\nOther candidates: {', '.join(self._link(c) for c in others)}" if others else "")
         )
 
     def _estimated(self, event: Estimated) -> None:
@@ -372,6 +389,7 @@ class RunView:
                 new = by_record.get(i, leftover)
                 self._set_state(i, self.names[i], new if new != "pending" else leftover)
         if self.plan_box is not None:
+            self._refresh_plan()  # the drawing with the final states
             if self.plan is None and self.rejections:
                 n = len(self.rejections)
                 self.plan_box["metadata"]["title"] = (

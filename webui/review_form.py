@@ -10,13 +10,14 @@ through the same validator as the LLM's plans (Pipeline.check_plan) before anyth
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from hugginggpt.catalog import Catalog
-from hugginggpt.plan import Plan, Task
+from hugginggpt.plan import RESOURCE_REF, Plan, Task
 from hugginggpt.planfile import Edit, PlanFileError, apply_edits, problems_by_task
 from hugginggpt.seeds import MAX_SEED
 from hugginggpt.selection import Choice
@@ -55,6 +56,19 @@ class Reviewed:
     form: dict[str, Any] = field(default_factory=dict)  # the values as typed, with their problems
 
 
+def shown_arg(value: Any) -> str:
+    """An argument as the chat says it: `<resource>-0` reads "output of task 0"."""
+    return RESOURCE_REF.sub(lambda m: f"output of task {m.group(1)}", str(value))
+
+
+def plan_arg(text: str) -> str:
+    """What a person typed, with "output of task N" as the plan's reference to it again."""
+    return _OUTPUT_OF.sub(lambda m: f"<resource>-{m.group(1)}", text)
+
+
+_OUTPUT_OF = re.compile(r"\boutput of task (\d+)\b", re.IGNORECASE)
+
+
 def form_for(draft: Draft, *, notice: str = "") -> dict[str, Any]:
     """The form's content: one entry per task, every value as its field shows it."""
     tasks = []
@@ -71,7 +85,7 @@ def form_for(draft: Draft, *, notice: str = "") -> dict[str, Any]:
                 "dep": deps_text(t.dep),
                 "seed": "" if choice is None or choice.seed is None else str(choice.seed),
                 "delete": False,
-                "args": {name: str(value) for name, value in t.args.items()},
+                "args": {name: shown_arg(value) for name, value in t.args.items()},
                 "problems": [],
                 "estimate": estimate_text(choice),
             }
@@ -165,7 +179,7 @@ def _typed(form: Mapping[str, Any], values: Sequence[Any]) -> dict[str, Any]:
     for (task_id, name), value in zip(field_names(form), values, strict=True):
         task = tasks[task_id]
         if name.startswith("arg:"):
-            task["args"][name[4:]] = "" if value is None else str(value)
+            task["args"][name[4:]] = "" if value is None else plan_arg(str(value))
         elif name == "delete":
             task["delete"] = bool(value)
         else:

@@ -1,15 +1,18 @@
-"""What this browser keeps between visits (a gr.BrowserState in its localStorage): which conversation
-is open, a short list of earlier ones, and the Settings panel's values.
+"""What this browser keeps between visits (a gr.BrowserState in its localStorage, encrypted with
+the app's stable secret, webui.browser_secret): which conversation is open, a short list of earlier
+ones, and the Settings panel's values.
 
-The browser keeps only each conversation's key and title; what it shows (messages, files) stays on
-the server under that key, so a crafted store can name no file and see no other visitor's chat: an
-unknown key is a fresh conversation. The API key is kept only when the person ticks the box.
+The browser keeps only each conversation's key, an unguessable random string; everything else
+(title, messages, files) stays on the server under that key, so a crafted store can name no file
+and see no other visitor's chat: an unknown key is a fresh conversation. The API key is kept only
+when the person ticks the box.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 MAX_SAVED = 10
@@ -38,8 +41,8 @@ def normal(store: Any) -> dict[str, Any]:
     if valid_key(store.get("current")):
         out["current"] = store["current"]
     for c in store.get("conversations") or []:
-        if isinstance(c, dict) and valid_key(c.get("key")) and isinstance(c.get("title"), str):
-            out["conversations"].append({"key": c["key"], "title": c["title"][:80]})
+        if isinstance(c, dict) and valid_key(c.get("key")) and {"key": c["key"]} not in out["conversations"]:
+            out["conversations"].append({"key": c["key"]})
     out["conversations"] = out["conversations"][:MAX_SAVED]
     settings = store.get("settings")
     if isinstance(settings, dict):
@@ -51,11 +54,10 @@ def _scalar(value: Any) -> bool:
     return isinstance(value, str | int | float) and len(str(value)) <= 2000
 
 
-def remember(store: Any, key: str, title: str) -> dict[str, Any]:
-    """`key` as the open conversation, first in the list under `title` (kept if it had one)."""
+def remember(store: Any, key: str) -> dict[str, Any]:
+    """`key` as the open conversation, first in the list."""
     store = normal(store)
-    old = next((c for c in store["conversations"] if c["key"] == key), None)
-    entry = {"key": key, "title": old["title"] if old else _title(title)}
+    entry = {"key": key}
     store["conversations"] = [entry, *(c for c in store["conversations"] if c["key"] != key)][:MAX_SAVED]
     store["current"] = key
     return store
@@ -69,15 +71,23 @@ def forget(store: Any, key: str) -> dict[str, Any]:
     return store
 
 
-def open_key(store: Any, key: str) -> dict[str, Any]:
+def open_key(store: Any, key: str, *, keep: Callable[[str], bool] = lambda key: False) -> dict[str, Any]:
+    """`key` as the open conversation; the one open until now stays in the list if `keep(it)`
+    (a conversation with something in it: its page may have gone before it was remembered)."""
     store = normal(store)
+    previous = store["current"]
+    listed = [c["key"] for c in store["conversations"]]
+    if previous and previous != key and previous not in listed and keep(previous):
+        store = remember(store, previous)
     store["current"] = key
     return store
 
 
-def choices(store: Any) -> list[tuple[str, str]]:
-    """(title, key) of the earlier conversations, newest first, for a dropdown."""
-    return [(c["title"], c["key"]) for c in normal(store)["conversations"]]
+def keys(store: Any) -> list[str]:
+    """The keys of the browser's conversations, the last used first, the open one among them."""
+    store = normal(store)
+    listed = [c["key"] for c in store["conversations"]]
+    return listed if not store["current"] or store["current"] in listed else [store["current"], *listed]
 
 
 def with_settings(store: Any, values: dict[str, Any], *, keep_key: bool, api_key: str) -> dict[str, Any]:
@@ -87,8 +97,3 @@ def with_settings(store: Any, values: dict[str, Any], *, keep_key: bool, api_key
         settings["api_key"] = api_key
     store["settings"] = settings
     return store
-
-
-def _title(text: str) -> str:
-    text = " ".join(text.split()) or "(files only)"
-    return text if len(text) <= 60 else text[:59] + "…"

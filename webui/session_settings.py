@@ -17,7 +17,7 @@ class LLMChoice:
     model: str = ""
     api_key: str = field(default="", repr=False)
     inference: str = ""
-    top_k: int | float | None = None
+    top_k: int | float | str | None = None
     # Limits on the models (hugginggpt.limits): a visitor may tighten the server's, never loosen them.
     max_model_gb: float | None = None
     max_download_gb: float | None = None
@@ -55,8 +55,8 @@ def merge_settings(server: Settings, choice: LLMChoice, *, public: bool, resolve
     mode = choice.inference or s.inference
     if mode not in INFERENCE_MODES:
         raise ValueError(f"Inference mode must be one of {', '.join(INFERENCE_MODES)}.")
-    top_k = int(choice.top_k) if choice.top_k else s.top_k
-    s = replace(s, llm_model=model or s.llm_model, inference=mode, top_k=max(1, top_k))
+    top_k = s.top_k if choice.top_k is None or choice.top_k == "" else _top_k(choice.top_k)
+    s = replace(s, llm_model=model or s.llm_model, inference=mode, top_k=top_k)
     return with_limits(s, choice)
 
 
@@ -79,3 +79,19 @@ def with_limits(s: Settings, choice: LLMChoice) -> Settings:
         max_download_gb=tighter(s.max_download_gb, choice.max_download_gb),
         licenses=allowed,
     )
+
+
+MAX_TOP_K = 10  # candidates per task a visitor may ask for: each one lengthens the selection prompt
+
+
+def _top_k(value: object) -> int:
+    """A whole number from 1 to MAX_TOP_K, or ValueError in the person's words."""
+    try:
+        number = float(str(value))
+    except ValueError:
+        number = float("nan")
+    if not (number.is_integer() and 1 <= number <= MAX_TOP_K):
+        raise ValueError(
+            f"Candidate models per task must be a whole number from 1 to {MAX_TOP_K} (got {value})."
+        )
+    return int(number)

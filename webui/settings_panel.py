@@ -11,14 +11,14 @@ from .session_settings import LLMChoice
 if TYPE_CHECKING:
     from .host import Host
 
-FIELDS = ("base_url", "model")
+FIELDS = ("base_url", "model", "top_k")
 
 
 def field_problems(host: Host, choice: LLMChoice) -> dict[str, str]:
     """{field: problem} for each typed field that is refused on its own (no DNS look-up here)."""
     problems = {}
     for name in FIELDS:
-        base = LLMChoice(inference=choice.inference, top_k=choice.top_k)
+        base = LLMChoice(inference=choice.inference)
         alone = replace(base, **{name: getattr(choice, name)})
         if name == "base_url":
             alone = replace(alone, api_key=choice.api_key)
@@ -31,7 +31,7 @@ def field_problems(host: Host, choice: LLMChoice) -> dict[str, str]:
 
 def status_for(host: Host, choice: LLMChoice, problems: dict[str, str]) -> str:
     """The status line for what a request would use; a refused field falls back to the server's value."""
-    blank: dict[str, Any] = dict.fromkeys(problems, "")
+    blank: dict[str, Any] = {name: None if name == "top_k" else "" for name in problems}
     usable = replace(choice, **blank)
     line = host.status(usable)
     return line + (" · **Settings:** fix the field marked in Settings" if problems else "")

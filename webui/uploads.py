@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 
 from hugginggpt.artifacts import kind_of_file
+from hugginggpt.plain_errors import in_words
 
 ACCEPTED = ("image", "audio")
 MAX_PIXELS = 40_000_000  # larger images are refused before they are decoded
@@ -47,7 +48,7 @@ def _image_problem(path: Path) -> str | None:
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         return "the image is too large to process"
     except Exception as exc:  # noqa: BLE001 (Pillow raises many types for bad data)
-        return f"it is not a readable image ({type(exc).__name__})"
+        return f"it is not a readable image ({in_words(exc)})"
     return None
 
 
@@ -60,7 +61,7 @@ def _audio_problem(path: Path) -> str | None:
                 return "the audio clip holds no samples"
             clip.read(frames=min(clip.frames, 48_000))
     except Exception as exc:  # noqa: BLE001 (libsndfile errors vary by format)
-        return f"it is not a readable audio file ({type(exc).__name__})"
+        return f"it is not a readable audio file ({in_words(exc)})"
     return None
 
 

@@ -88,12 +88,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     if unknown:
         print(f"error: unknown task(s): {', '.join(unknown)}", file=sys.stderr)
         return 2
-    if not args.task and not args.ids:
-        print("error: name model ids, or --task to check a task's catalog models", file=sys.stderr)
-        return 2
     catalog = load_catalog(_catalog_paths(args))
     for problem in catalog.problems:
         print(f"warning: {problem}", file=sys.stderr)
+    if not args.task and not args.ids:  # the whole catalog, offline: does each entry do its task?
+        from .quality import problems
+
+        found = problems(catalog)
+        print("\n".join(found + [f"checked {len(catalog)} entries: {len(found)} problems"]))
+        return 3 if found else 0
     wanted: list[Wanted] = []
     for model_id in args.ids:  # each task it is listed for (within --task); the Hub's task if none
         cards = [c for t in args.task or catalog.tasks() if (c := catalog.get(model_id, t))]
@@ -167,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     check = sub.add_parser(
         "check",
         help="per model: still on the Hub, gated, which providers serve it, runnable locally "
-        "(exit status 3 when one is missing)",
+        "(exit status 3 when one is missing); with no model or task named, every entry offline: "
+        "does its library do its task, are its languages codes (exit status 3 on a problem)",
     )
     check.add_argument("ids", nargs="*", metavar="ID", help="model ids (default: the --task models)")
     check.add_argument("--task", action="append", help="a task type (repeatable)")

@@ -49,6 +49,7 @@ class Checked:
     local: bool = False  # the local rule: the runtime's library and a task it serves
     error: str | None = None
     not_on_hub: str | None = None  # what it is instead (a local folder, built in): the Hub is not asked
+    hub_task: str | None = None  # the Hub's pipeline tag: another task than `task` is worth a look
 
     @property
     def live(self) -> list[str]:
@@ -69,6 +70,7 @@ class Checked:
             "local": self.local,
             "error": self.error,
             "not_on_hub": self.not_on_hub,
+            "hub_task": self.hub_task,
         }
 
     def line(self) -> str:
@@ -82,7 +84,9 @@ class Checked:
         gated = f"gated ({self.gated})" if self.gated else "not gated"
         served = ", ".join(f"{r.provider} ({r.status}, {r.task})" for r in self.providers) or "none"
         local = "yes" if self.local else "no"
-        return f"{head}: exists, {gated}; providers: {served}; local: {local}"
+        other = self.hub_task and self.task and self.hub_task != self.task
+        tagged = f"; the Hub tags it {self.hub_task}: does it do {self.task}?" if other else ""
+        return f"{head}: exists, {gated}; providers: {served}; local: {local}{tagged}"
 
 
 def check_models(wanted: Iterable[Wanted]) -> list[Checked]:
@@ -162,4 +166,5 @@ def _result(wanted: Wanted, answer: Any) -> Checked:
         providers=provider_routes(answer) or (),
         library=library,
         local=local,
+        hub_task=answer.pipeline_tag,
     )

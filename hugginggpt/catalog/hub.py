@@ -103,11 +103,20 @@ def _as_tuple(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(str(v) for v in values if str(v).strip()))
 
 
+def _as_tuple_raw(value: Any) -> list[Any]:
+    return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _language(value: Any) -> Any:
+    """YAML reads the code `no` (Norwegian) as False, and `yes`/`on` would be True."""
+    return "no" if value is False else value
+
+
 def card_from_info(task: str, info: Any, card_text: str | None, facts: Facts | None = None) -> ModelCard:
     """`facts`: the weight files' total and the licence from the model's file listing, when asked."""
     data = info.card_data.to_dict() if getattr(info, "card_data", None) is not None else {}
     library = info.library_name or data.get("library_name")
-    languages = _as_tuple(data.get("language"))
+    languages = _as_tuple([_language(v) for v in _as_tuple_raw(data.get("language"))])
     datasets = _as_tuple(data.get("datasets"))
     license_ = _as_tuple(data.get("license"))
     tags = tuple(

@@ -21,6 +21,7 @@ from typing import Any
 from ..artifacts import Artifact
 from ..catalog import ModelCard
 from ..model_ids import hub_id_problem
+from ..plain_errors import in_words
 from ..text import shorten
 from . import transport
 from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal
@@ -198,7 +199,7 @@ class HostedEndpoint(Endpoint):
             except (KeyError, FileNotFoundError) as exc:
                 raise EndpointError(f"{where}: missing input {shorten(exc)}") from None
             except Exception as exc:  # noqa: BLE001 (connection refused, DNS, a malformed reply, ...)
-                raise EndpointError(f"{where}: {type(exc).__name__}: {shorten(exc)}") from None
+                raise EndpointError(f"{where}: {in_words(exc)}") from None
         raise AssertionError("unreachable")
 
     def _wait(self, response: Any, attempt: int) -> float:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..artifacts import Artifact
 from ..catalog import ModelCard
+from ..plain_errors import in_words
 from ..text import shorten
 from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal
 
@@ -101,7 +102,7 @@ class LocalEndpoint(Endpoint):
         except models_local.RuntimeUnsupported as exc:
             raise ModelUnavailable(f"{model.id}: cannot run locally: {shorten(exc)}") from exc
         except Exception as exc:  # the model failed while loading or running: let the caller fall back
-            raise EndpointError(f"{model.id} failed locally: {type(exc).__name__}: {shorten(exc)}") from exc
+            raise EndpointError(f"{model.id} failed locally: {in_words(exc)}") from exc
         try:
             return [Artifact.from_dict(item) for item in raw]
         except (KeyError, TypeError, ValueError) as exc:

@@ -29,7 +29,7 @@ from starlette.routing import Mount, Route
 from hugginggpt.events import AnswerDelta, Done, ErrorKind, Outcome
 from hugginggpt.progress import describe
 
-from ..api_files import MAX_FILES, InputRefused, result_json, root_url
+from ..api_files import MAX_FILES, InputRefused, answer_with_urls, result_json, root_url
 from ..calls import Accepted, Calls, Credentials, Finished, TokensSpent, drive
 from ..slots import Busy
 from .openai_messages import files_markdown, read_messages
@@ -219,7 +219,7 @@ class _Reply:
         if failure is not None:
             return failure
         assert finished is not None
-        content = "".join(self.answer) + files_markdown(finished)
+        content = answer_with_urls("".join(self.answer), finished.served) + files_markdown(finished)
         message = {"role": "assistant", "content": content, "reasoning_content": "".join(self.reasoning)}
         return JSONResponse(
             {

@@ -1,0 +1,199 @@
+"""Conversations kept on the server's disk (issue 20), without a browser: a browser's conversation
+outlasts a closed tab and an app restart, with its files; deleting makes its files unreachable at
+once and can be undone for a while; retention removes what is not used."""
+
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+from app_support import app_settings, photo
+from fakes.endpoints import FakeEndpoint, cards
+
+from hugginggpt.catalog import Catalog
+from hugginggpt.config import Settings, load_settings
+from hugginggpt.workspace import Workspace
+from webui import saved
+from webui.browser_secret import browser_secret
+from webui.chat import ChatApp, LLMChoice
+from webui.conversation_store import ConversationStore, retention_hours, work_folder
+from webui.files import Publisher
+
+CATALOG = Catalog(
+    cards(
+        ("org/captioner", "image-to-text", 9),
+        ("org/painter", "text-to-image", 3),
+        ("org/speaker", "text-to-speech", 2),
+    )
+)
+
+
+def app(llm_server, workdir, **more) -> ChatApp:
+    return ChatApp(app_settings(llm_server, workdir, **more), catalog=CATALOG, endpoint=FakeEndpoint())
+
+
+def ask(chat: ChatApp, key: str, text: str, *files) -> None:
+    *_, (_, _, running) = chat.respond(key, {"text": text, "files": [str(f) for f in files]}, LLMChoice())
+    assert not running
+
+
+def test_a_browser_conversation_outlasts_a_closed_tab_and_a_restart_with_its_files(llm_server, tmp_path):
+    key = saved.new_key()
+    chat = app(llm_server, tmp_path / "ws", app_leave_grace_seconds=0.05)
+    ask(chat, key, "[conv-keep] caption this photo", photo(tmp_path / "street.png"))
+    before = chat.conversations.find(key)
+    outputs = sorted(p.name for p in (before.workspace.root / "outputs").rglob("*.*"))
+    assert len(before.history) == 2 and outputs
+    chat.conversations.leave(key)  # the tab is closed
+    time.sleep(0.3)
+    assert key not in list(chat.conversations) and before.workspace.root.is_dir()  # out of memory only
+
+    restarted = app(llm_server, tmp_path / "ws")  # a new process on the same work folder
+    conv = restarted.conversations.find(key)
+    assert conv is not None and conv.history == before.history and conv.display == before.display
+    assert conv.title == "[conv-keep] caption this photo"  # a private app: the first request's words
+    assert sorted(p.name for p in (conv.workspace.root / "outputs").rglob("*.*")) == outputs
+    # The chat shows the upload from the conversation's own copy, not from Gradio's upload cache.
+    [bubble] = [m for m in conv.display if m["role"] == "user"]
+    assert bubble["content"][1]["path"] == str(conv.workspace.root / "uploads" / "street.png")
+    ask(restarted, key, "[conv-keep] and again")  # the conversation goes on where it was
+    assert len(restarted.conversations.find(key).history) == 4
+    # The key, the browser's secret, is written nowhere on the server.
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "ws").rglob("*") if p.is_file())
+    assert key.encode() not in stored
+
+
+def test_a_public_app_titles_neutrally_and_an_api_session_is_not_kept(llm_server, tmp_path):
+    chat = app(llm_server, tmp_path / "ws", public=True)
+    key = saved.new_key()
+    ask(chat, key, "[conv-pub] caption this photo", photo(tmp_path / "a.png"))
+    assert chat.conversations.find(key).title == ""
+    assert chat.conversations.title(key).startswith("Conversation of ")
+    ask(chat, "a-gradio-session-hash", "[conv-api] caption this photo", photo(tmp_path / "b.png"))
+    records = list((tmp_path / "ws" / "conversations").glob("*.json"))
+    assert len(records) == 1 and b"conv-pub" in records[0].read_bytes()
+    assert app(llm_server, tmp_path / "ws").conversations.find("a-gradio-session-hash") is None
+
+
+def test_deleting_makes_the_files_unreachable_at_once_and_undo_brings_them_back(llm_server, tmp_path):
+    key = saved.new_key()
+    chat = app(llm_server, tmp_path / "ws")
+    ask(chat, key, "[conv-del] caption this photo", photo(tmp_path / "street.png"))
+    conv = chat.conversations.find(key)
+    publisher = Publisher(tmp_path / "served")
+    shown = publisher.messages(conv, conv.display)
+    copies = [p["path"] for m in shown if isinstance(m["content"], list) for p in m["content"][1:]]
+    copies += [m["content"]["path"] for m in shown if isinstance(m["content"], dict)]
+    assert copies and all(os.path.isfile(c) for c in copies)
+    chat.conversations.save(conv)  # the copies are recorded, to be deleted also after a restart
+
+    restarted = app(llm_server, tmp_path / "ws")
+    assert restarted.reset(key) is True  # deleted; an undo is possible
+    assert not any(os.path.exists(c) for c in copies)  # the served copies: gone at once
+    assert not conv.workspace.root.exists() and restarted.conversations.find(key) is None
+    assert app(llm_server, tmp_path / "ws").conversations.find(key) is None  # also after a restart
+
+    back = restarted.conversations.undelete(key)
+    assert back is not None and back.history == conv.history and (back.workspace.root / "uploads").is_dir()
+    assert restarted.conversations.undelete(key) is None  # only once
+
+
+def test_a_saved_conversations_cached_results_go_with_it_also_after_a_restart(llm_server, tmp_path):
+    """Issue 19's rule (a conversation's result cache entries are deleted with it) holds for the
+    conversations issue 20 keeps on disk: after a restart, deleting it deletes them."""
+    key = saved.new_key()
+    chat = app(llm_server, tmp_path / "ws")
+    ask(chat, key, "[conv-cache] caption this photo", photo(tmp_path / "street.png"))
+    cache = chat.backends.cache
+    assert cache is not None and len(cache) > 0
+    restarted = app(llm_server, tmp_path / "ws")
+    assert restarted.conversations.find(key) is not None and len(restarted.backends.cache) == len(cache)
+    assert restarted.reset(key) is True
+    assert len(restarted.backends.cache) == 0
+
+
+def test_retention_and_the_undo_window_remove_conversations_for_good(tmp_path):
+    now = [1_000_000.0]
+    store = ConversationStore(tmp_path / "c", retention_seconds=3600, undo_seconds=60, clock=lambda: now[0])
+    old, kept, deleted = saved.new_key(), saved.new_key(), saved.new_key()
+    for key in (old, kept, deleted):
+        Workspace(store.workspace_root(key))
+        store.save(key, {"title": key})
+    now[0] += 3000
+    store.save(kept, {"title": "used again"})
+    assert store.delete(deleted)
+    now[0] += 1000  # `old` unused for 4000 s, `kept` for 1000 s; `deleted` past its undo
+    assert store.load(old) is None and store.load(kept)["title"] == "used again"
+    assert store.undelete(deleted) is False
+    gone: list[Path] = []
+    assert store.sweep(gone=gone.append) == 2  # told each one's workspace, to drop its cached results
+    assert sorted(gone) == sorted(store.workspace_root(k) for k in (old, deleted))
+    assert sorted(p.name for p in store.root.iterdir()) == sorted(
+        [".deleted", store.folder_id(kept), store.folder_id(kept) + ".json"]
+    )
+    assert not any(store.deleted.iterdir())
+
+
+def test_retention_and_work_folder_follow_the_settings(tmp_path):
+    assert retention_hours(Settings()) == 720 and retention_hours(Settings(public=True)) == 24
+    assert retention_hours(load_settings(environ={"HUGGINGGPT_APP_RETENTION_HOURS": "2"})) == 2
+    with pytest.raises(ValueError, match="app_retention_hours"):
+        Settings(app_retention_hours=0)
+    data = tmp_path / "data"
+    data.mkdir()
+    assert work_folder(Settings(space_id="u/s"), space_storage=data) == data / "hugginggpt"
+    assert work_folder(Settings(space_id="u/s", workdir="/w"), space_storage=data) == Path("/w")
+    assert work_folder(Settings(space_id="u/s"), space_storage=tmp_path / "none") == Path("workspaces")
+    assert work_folder(Settings(), space_storage=data) == Path("workspaces")  # not on a Space
+
+
+def test_the_browser_secret_is_made_once_readable_by_the_app_only(tmp_path):
+    first = browser_secret(None, tmp_path / "ws")
+    path = tmp_path / "ws" / "browser-secret"
+    assert len(first) >= 32 and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert browser_secret(None, tmp_path / "ws") == first  # the next start reads the same key
+    assert browser_secret("from-the-setting", tmp_path / "ws") == "from-the-setting"
+    path.write_text("short")
+    with pytest.raises(ValueError, match="no usable secret"):
+        browser_secret(None, tmp_path / "ws")
+
+
+def test_the_same_file_given_twice_is_stored_once(tmp_path):
+    workspace = Workspace(tmp_path / "w")
+    picture = photo(tmp_path / "street.png")
+    first = workspace.add_upload(picture)
+    assert workspace.add_upload(picture) == first and workspace.add_upload(first) == first
+    (tmp_path / "other").mkdir()
+    other = photo(tmp_path / "other" / "street.png", (20, 10))
+    assert workspace.add_upload(other).name == "street-2.png"  # another picture of the same name
+    assert sorted(p.name for p in workspace.uploads_dir.iterdir()) == ["street-2.png", "street.png"]
+
+
+def test_the_table_removes_expired_conversations_while_the_app_runs(tmp_path):
+    from webui.conversations import SWEEP_SECONDS, ConversationTable
+
+    now = [1000.0]
+    store = ConversationStore(tmp_path / "c", retention_seconds=60, clock=lambda: now[0])
+    table = ConversationTable(tmp_path, store=store, saved=saved.valid_key, clock=lambda: now[0])
+    conv = table.get(saved.new_key(), "")
+    conv.requests = 1
+    table.save(conv)
+    now[0] += 100  # past its retention, and not yet time to look
+    table.get("an-api-session", "")
+    assert len(list(store.root.glob("*.json"))) == 1
+    now[0] += SWEEP_SECONDS
+    table.get("an-api-session", "")
+    assert not list(store.root.glob("*.json")) and not conv.workspace.root.exists()
+
+
+def test_a_disk_that_refuses_the_record_does_not_break_the_chat(llm_server, tmp_path, monkeypatch):
+    chat = app(llm_server, tmp_path / "ws")
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(chat.conversations.store, "save", full)
+    key = saved.new_key()
+    ask(chat, key, "[conv-full] caption this photo", photo(tmp_path / "a.png"))
+    assert len(chat.conversations.find(key).history) == 2  # answered, kept in memory

@@ -1,0 +1,157 @@
+"""Conversations on the server's disk, so that they outlast closed tabs and app restarts.
+
+Layout under `root` (the work folder's `conversations/`): `<id>.json`, the conversation's record
+(the chat as shown, what the LLM sees of it, its title and times), next to `<id>/`, its workspace
+(uploads, outputs, traces). `<id>` is a hash of the conversation's key: the key, the browser's
+secret, is written nowhere on the server, and the folder names lead back to no key.
+
+Deleting moves both into `.deleted/` for a short undo; whoever serves the files removes its copies
+at once (webui.conversations), so nothing of it is reachable meanwhile. Records not used for
+`retention_seconds`, and deleted ones past the undo, are removed for good by `sweep()`.
+No Gradio here: the store is plain files and JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hugginggpt.config import Settings
+
+log = logging.getLogger(__name__)
+
+PRIVATE_RETENTION_HOURS = 30 * 24.0
+PUBLIC_RETENTION_HOURS = 24.0
+UNDO_SECONDS = 600.0  # how long a deleted conversation can be brought back
+SPACE_STORAGE = Path("/data")  # a Space's persistent storage, when the Space has it
+
+
+def retention_hours(settings: Settings) -> float:
+    """How long an unused conversation is kept: the setting, else by whether strangers come."""
+    if settings.app_retention_hours is not None:
+        return settings.app_retention_hours
+    return PUBLIC_RETENTION_HOURS if settings.is_public else PRIVATE_RETENTION_HOURS
+
+
+def work_folder(settings: Settings, *, space_storage: Path = SPACE_STORAGE) -> Path:
+    """The work folder: the setting, except that on a Space with persistent storage the default goes
+    there (the rest of a Space's disk is lost on every restart)."""
+    if settings.space_id and settings.workdir == Settings.workdir and os.access(space_storage, os.W_OK):
+        return space_storage / "hugginggpt"
+    return Path(settings.workdir)
+
+
+class ConversationStore:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        retention_seconds: float,
+        undo_seconds: float = UNDO_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.root = Path(root).resolve()
+        self.deleted = self.root / ".deleted"
+        self.retention_seconds = retention_seconds
+        self.undo_seconds = undo_seconds
+        self.clock = clock
+        self.deleted.mkdir(parents=True, exist_ok=True)
+
+    @staticmethod
+    def folder_id(key: str) -> str:
+        return hashlib.sha256(key.encode()).hexdigest()[:40]
+
+    def workspace_root(self, key: str) -> Path:
+        return self.root / self.folder_id(key)
+
+    def _record(self, key: str) -> Path:
+        return self.root / f"{self.folder_id(key)}.json"
+
+    def load(self, key: str) -> dict[str, Any] | None:
+        """The record saved under `key`; None when there is none, it expired or it cannot be read."""
+        path = self._record(key)
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            log.warning("conversation record %s cannot be read (%s): left aside", path.name, e)
+            return None
+        if not isinstance(record, dict) or self._expired(record.get("updated")):
+            return None
+        return record
+
+    def save(self, key: str, record: dict[str, Any]) -> None:
+        """Writes the record (its `updated` time set now); a reader never sees half a file."""
+        record = {**record, "updated": self.clock()}
+        path = self._record(key)
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(record, ensure_ascii=False, default=str), encoding="utf-8")
+        os.replace(partial, path)
+
+    def delete(self, key: str) -> bool:
+        """Moves the record and the workspace aside for an undo; False when there was no record."""
+        name = self.folder_id(key)
+        record = self._record(key)
+        if not record.is_file():
+            shutil.rmtree(self.workspace_root(key), ignore_errors=True)  # never saved: nothing to undo
+            return False
+        shutil.rmtree(self.deleted / name, ignore_errors=True)
+        os.replace(record, self.deleted / record.name)
+        if self.workspace_root(key).is_dir():
+            os.replace(self.workspace_root(key), self.deleted / name)
+        now = self.clock()
+        os.utime(self.deleted / record.name, (now, now))  # the undo's time starts now
+        return True
+
+    def undelete(self, key: str) -> bool:
+        """Brings a deleted conversation back within the undo time; False when it is gone."""
+        name = self.folder_id(key)
+        record = self.deleted / f"{name}.json"
+        if not record.is_file() or self._record(key).exists():
+            return False
+        if self.clock() - record.stat().st_mtime > self.undo_seconds:
+            return False
+        if (self.deleted / name).is_dir():
+            os.replace(self.deleted / name, self.workspace_root(key))
+        os.replace(record, self._record(key))
+        return True
+
+    def sweep(self, gone: Callable[[Path], object] = lambda root: None) -> int:
+        """Removes expired conversations, and deleted ones past their undo; returns how many.
+        `gone(root)` is told each one's workspace root as it was used (to drop what else it left)."""
+        removed = 0
+        for record in self.root.glob("*.json"):
+            try:
+                updated = json.loads(record.read_text(encoding="utf-8")).get("updated")
+            except (OSError, ValueError, AttributeError):
+                updated = None
+            if self._expired(updated):
+                removed += self._remove(self.root, record.stem, gone)
+        for record in self.deleted.glob("*.json"):
+            if self.clock() - record.stat().st_mtime > self.undo_seconds:
+                removed += self._remove(self.deleted, record.stem, gone)
+        # Workspaces of conversations that were never saved (a page opened, a request refused).
+        for folder in self.root.iterdir():
+            if folder.is_dir() and folder != self.deleted and not folder.with_suffix(".json").exists():
+                if self._expired(folder.stat().st_mtime):
+                    shutil.rmtree(folder, ignore_errors=True)
+        return removed
+
+    def _remove(self, base: Path, name: str, gone: Callable[[Path], object]) -> int:
+        (base / f"{name}.json").unlink(missing_ok=True)
+        shutil.rmtree(base / name, ignore_errors=True)
+        gone(self.root / name)
+        return 1
+
+    def _expired(self, updated: Any) -> bool:
+        if not isinstance(updated, int | float):
+            return True
+        return self.clock() - updated > self.retention_seconds
