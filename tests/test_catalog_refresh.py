@@ -356,7 +356,10 @@ def test_check_of_named_models_needs_the_hub(tmp_path):
 def test_check_with_no_model_named_checks_every_entry_offline(tmp_path):
     shipped = catalog_cli(None, "check", offline=True)
     assert shipped.returncode == 0, shipped.stdout + shipped.stderr
-    assert re.fullmatch(r"checked \d+ entries: 0 problems", shipped.stdout.strip())
+    note, last = shipped.stdout.strip().splitlines()
+    assert re.fullmatch(r"checked \d+ entries: 0 problems", last)
+    # the sizes and licences that estimates and limits read: counted, not a problem
+    assert re.fullmatch(r"note: \d+ of \d+ Hub models have no size and \d+ no licence: .*refresh.*", note)
     user = tmp_path / "mine.jsonl"
     entries = [
         {
@@ -379,4 +382,6 @@ def test_check_with_no_model_named_checks_every_entry_offline(tmp_path):
         "acme/vad-diarization: listed for automatic-speech-recognition, but its name says diarization"
     )
     assert "acme/whisper: languages list 'False'" in lines[2]
+    counts = [[int(n) for n in re.findall(r"\d+", line.split(":")[1])] for line in (note, lines[3])]
+    assert [b - a for a, b in zip(*counts, strict=True)] == [3, 3, 3]  # the 3 entries without either
     assert lines[-1].endswith("entries: 3 problems")

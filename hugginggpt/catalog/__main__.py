@@ -92,10 +92,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     for problem in catalog.problems:
         print(f"warning: {problem}", file=sys.stderr)
     if not args.task and not args.ids:  # the whole catalog, offline: does each entry do its task?
-        from .quality import problems
+        from .quality import missing_facts, problems
 
         found = problems(catalog)
-        print("\n".join(found + [f"checked {len(catalog)} entries: {len(found)} problems"]))
+        note = missing_facts(catalog)
+        print(
+            "\n".join(
+                found
+                + ([f"note: {note}"] if note else [])
+                + [f"checked {len(catalog)} entries: {len(found)} problems"]
+            )
+        )
         return 3 if found else 0
     wanted: list[Wanted] = []
     for model_id in args.ids:  # each task it is listed for (within --task); the Hub's task if none

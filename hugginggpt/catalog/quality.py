@@ -46,6 +46,20 @@ def languages_read_right(card: ModelCard) -> str | None:
 CHECKS: tuple[Callable[[ModelCard], str | None], ...] = (does_its_task, languages_read_right)
 
 
+def missing_facts(cards: Iterable[ModelCard]) -> str | None:
+    """Hub models without the size or licence that estimates and limits read (hugginggpt.limits):
+    a note, not a problem; `catalog refresh` stores them, and a size is fetched on first use."""
+    hub = [c for c in cards if not c.path and not c.endpoint_url and c.library != "builtin"]
+    sizeless = sum(1 for c in hub if not c.size_bytes)
+    unlicensed = sum(1 for c in hub if not c.license)
+    if not (sizeless or unlicensed):
+        return None
+    return (
+        f"{sizeless} of {len(hub)} Hub models have no size and {unlicensed} no licence: limits leave them "
+        "out while offline; `python -m hugginggpt.catalog refresh` stores both"
+    )
+
+
 def problems(cards: Iterable[ModelCard]) -> list[str]:
     """One line per problem: `<task> <id>: <what is wrong>`."""
     found = []
