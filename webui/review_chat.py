@@ -15,8 +15,8 @@ from typing import Any
 
 from hugginggpt.pipeline import check_plan
 from hugginggpt.planfile import Edit, PlanFileError, apply_edits
-from hugginggpt.replay import plan_from_trace, read_trace
 from hugginggpt.seeds import MAX_SEED
+from hugginggpt.traces import read_trace
 
 from .chat import BUSY, ChatApp, _note
 from .conversations import TableFull
@@ -55,15 +55,13 @@ def open_trace(
     A conversation's first act may be this: it is made here, under the caps, for the caller `client`."""
     path = Path(path)
     try:
-        if path.stat().st_size > MAX_TRACE_BYTES:
-            raise ValueError(f"it is larger than {MAX_TRACE_BYTES // 1_000_000} MB")
-        trace = read_trace(path)
-        given = plan_from_trace(trace, chat.catalog)
-    except (OSError, ValueError) as e:  # PlanFileError is a ValueError
+        trace = read_trace(path, chat.catalog, max_bytes=MAX_TRACE_BYTES)
+    except (OSError, ValueError) as e:  # FileRefused and PlanFileError are ValueErrors
         return None, f"That file is not a trace this app can run again: {_why(e, path)}"
+    given = trace.given
     if not given.plan.tasks:
         return None, "That trace's plan has no task: there is nothing to run again."
-    of = trace.get("request_id") if isinstance(trace.get("request_id"), str) else None
+    of = trace.request_id
     try:
         conv = chat.conversation(session, client)
     except TableFull as e:
