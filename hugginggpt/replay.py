@@ -68,10 +68,8 @@ def main(argv: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
     if home is not None and home.root != workspace.root:
         _copy_named_files(given, home, workspace)
     print(f"replaying {trace.request_id or trace_path.name}: {len(given.plan)} task(s)", file=stderr)
-    events = pipeline.run_plan(
-        given.request or "",
-        given.plan,
-        given.choices,
+    events = pipeline.rerun(
+        given,
         workspace=workspace,
         answer=not args.no_answer,
         use_cache=False,
