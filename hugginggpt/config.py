@@ -33,6 +33,12 @@ CACHE_SCOPES = ("conversation", "process")  # see hugginggpt/cache.py
 
 @dataclass(frozen=True)
 class Settings:
+    """Grouped by audience (README: "Settings"): core, read by the controller for every run, from the
+    CLI, the library or any door; app, the Gradio page, its conversations and visitors; server, the
+    process that serves: where it listens, who reaches it, the API doors and the metrics route.
+    The sections are comments only: every setting stays `settings.<name>` and HUGGINGGPT_<NAME>."""
+
+    # ==== core: the controller, whoever runs it (hugginggpt/ reads only this section)
     # The controller LLM: an OpenAI-compatible server, or a local transformers model when unset.
     llm_base_url: str | None = None
     llm_model: str | None = None
@@ -40,7 +46,6 @@ class Settings:
     llm_timeout: float = 60.0
     llm_max_retries: int = 2
     local_llm_model: str = "Qwen/Qwen2.5-1.5B-Instruct"
-    allowed_local_llms: tuple[str, ...] = ()  # others a visitor of a public app may pick, besides the default
     # Where expert models run.
     inference: str = "hybrid"
     hf_token: str | None = field(default=None, repr=False)
@@ -78,7 +83,20 @@ class Settings:
     max_answer_chars: int = 50_000  # streamed to the page at most
     request_seconds: float = 900.0  # the whole request
     max_trace_field_chars: int = 20_000  # one prompt, reply or value in the trace file
-    # The app.
+    # Results, seeds and review (README: "Review, re-run and replay").
+    cache_dir: str = ""  # the result cache's folder; empty: <workdir>/.cache
+    cache_max_bytes: int = 2 * 1024**3  # 0 turns the result cache off
+    cache_scope: str = "conversation"  # or "process": entries shared by every conversation
+    seed: int = 0  # the base from which sampling tasks' seeds are derived
+    review: bool = False  # stop after planning and selection for a person to check the plan
+    # Telemetry and cost of each run (README: "Traces, metrics and cost"). Traces go where the OTEL_*
+    # variables say.
+    trace_content: bool = False  # prompts and replies on the spans too (never a visitor's keys)
+    llm_input_price: float = 0.0  # per million input tokens, in the operator's currency; 0: no cost shown
+    llm_output_price: float = 0.0  # per million output tokens
+
+    # ==== app: the Gradio page, its conversations and its visitors
+    allowed_local_llms: tuple[str, ...] = ()  # others a visitor of a public app may pick, besides the default
     app_max_upload_mb: float = 20.0  # per file
     app_concurrency: int = 8  # requests answered at once, across all sessions
     app_leave_grace_seconds: float = 120.0  # a left page's conversation leaves memory (kept on disk)
@@ -86,31 +104,23 @@ class Settings:
     app_secret: str | None = field(default=None, repr=False)  # the browser store's key (else generated)
     app_upload_quota_mb: float = 200.0  # bytes one address may upload to the page per upload_keep_hours
     app_upload_keep_hours: float = 3.0  # an upload no conversation took in is deleted after this
-    # Proxies whose X-Forwarded-For is believed (addresses or networks, comma-separated; "*": the one hop
-    # in front, whatever its address). Empty: none, except on a Space, whose own proxy is the only way in.
-    trusted_proxies: tuple[str, ...] = ()
+    oauth: bool | None = None  # "Sign in with Hugging Face"; None: on where the Space enables hf_oauth
+    oauth_client_id: str | None = field(default=None, repr=False)  # set by a Space with hf_oauth
+    visitor_daily_tokens: int = 0  # on a public app, LLM tokens one visitor may spend a day; 0: no limit
+
+    # ==== server: where the process listens, who reaches it, the doors for other programs, /metrics
     space_id: str | None = None  # set on a Hugging Face Space
     server_name: str = "127.0.0.1"  # where the app listens (GRADIO_SERVER_NAME)
     public: bool | None = None  # None: public on a Space or when listening beyond loopback
-    oauth: bool | None = None  # "Sign in with Hugging Face"; None: on where the Space enables hf_oauth
-    oauth_client_id: str | None = field(default=None, repr=False)  # set by a Space with hf_oauth
+    # Proxies whose X-Forwarded-For is believed (addresses or networks, comma-separated; "*": the one hop
+    # in front, whatever its address). Empty: none, except on a Space, whose own proxy is the only way in.
+    trusted_proxies: tuple[str, ...] = ()
     # Doors for other programs (the app only): the MCP server, and the OpenAI-compatible API, which
     # is off unless bearer tokens are set (HUGGINGGPT_API_KEYS, comma-separated).
     mcp_server: bool = True
     api_keys: tuple[str, ...] = field(default=(), repr=False)
-    # Results, seeds and review (README: "Review, re-run and replay").
-    cache_dir: str = ""  # the result cache's folder; empty: <workdir>/.cache
-    cache_max_bytes: int = 2 * 1024**3  # 0 turns the result cache off
-    cache_scope: str = "conversation"  # or "process": entries shared by every conversation
-    seed: int = 0  # the base from which sampling tasks' seeds are derived
-    review: bool = False  # stop after planning and selection for a person to check the plan
-    # Observability (README: "Traces, metrics and cost"). Traces go where the OTEL_* variables say.
-    trace_content: bool = False  # prompts and replies on the spans too (never a visitor's keys)
     metrics: bool = False  # Prometheus metrics at /metrics on the app's port
     metrics_key: str | None = field(default=None, repr=False)  # a bearer token /metrics then asks for
-    llm_input_price: float = 0.0  # per million input tokens, in the operator's currency; 0: no cost shown
-    llm_output_price: float = 0.0  # per million output tokens
-    visitor_daily_tokens: int = 0  # on a public app, LLM tokens one visitor may spend a day; 0: no limit
 
     def __post_init__(self) -> None:
         if self.inference not in INFERENCE_MODES:

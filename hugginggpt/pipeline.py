@@ -18,7 +18,7 @@ from .estimate import Estimator
 from .events import Done, ErrorKind, Event, Outcome
 from .llm import LLM, Message
 from .plan import FileRules, Plan, validate_plan
-from .planfile import Edit, PlanFileError, apply_edits, choices_as_ran
+from .planfile import Edit, GivenPlan, PlanFileError, apply_edits, choices_as_ran
 from .request_run import RequestRun, RunMode
 from .selection import Choice
 from .workspace import Workspace
@@ -102,27 +102,43 @@ class Pipeline:
 
     def rerun(
         self,
-        previous: Done,
-        edits: Mapping[int, Edit],
+        previous: Done | GivenPlan,
+        edits: Mapping[int, Edit] | None = None,
         *,
         workspace: Workspace,
         history: Sequence[Message] = (),
         cancelled: threading.Event | None = None,
+        answer: bool = True,
+        use_cache: bool = True,
+        header: Mapping[str, Any] | None = None,
     ) -> Iterator[Event]:
-        """Run `previous` again with `edits`: the edited tasks and what depends on them execute, every
-        other task comes from the result cache; the answer is written from the new records."""
-        request = previous.request
-        header = {"rerun_of": previous.request_id}
+        """Run `previous` again with `edits`: a finished run, or a plan with its models and seeds (the
+        app's last run or reviewed plan, a trace). The edited tasks and what depends on them execute,
+        every other task comes from the result cache (`use_cache=False`: every task runs, as a replay
+        does); the answer is written from the new records. The one way the CLI and every door run a
+        plan again. `header` adds fields to the trace (default for a Done: rerun_of its request id)."""
         try:
-            if previous.plan is None:
-                raise PlanFileError("that run has no plan to run again")
-            ran = choices_as_ran(previous.choices, previous.records, self.catalog)
-            plan, choices = apply_edits(previous.plan, ran, edits, self.catalog)
+            if isinstance(previous, Done):
+                if previous.plan is None:
+                    raise PlanFileError("that run has no plan to run again")
+                if header is None:
+                    header = {"rerun_of": previous.request_id}
+                ran = choices_as_ran(previous.choices, previous.records, self.catalog)
+                previous = GivenPlan(previous.plan, ran, request=previous.request)
+            plan, choices = apply_edits(previous.plan, previous.choices, edits or {}, self.catalog)
         except PlanFileError as e:
             yield Done(Outcome.FAILED, error=str(e), error_kind=ErrorKind.INPUT)
             return
         yield from self.run_plan(
-            request, plan, choices, workspace=workspace, history=history, cancelled=cancelled, header=header
+            previous.request or "",
+            plan,
+            choices,
+            workspace=workspace,
+            history=history,
+            cancelled=cancelled,
+            answer=answer,
+            use_cache=use_cache,
+            header=header,
         )
 
     def check_plan(self, plan: Plan, workspace: Workspace) -> list[str]:

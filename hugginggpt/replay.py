@@ -15,14 +15,11 @@ import shutil
 from pathlib import Path
 from typing import Any, TextIO
 
-from .bounded_file import read_json
-from .catalog import Catalog
-from .events import Done, PickSource
+from .events import Done
 from .hashing import artifact_sha256
-from .planfile import TASK_KEY, GivenPlan, PlanFileError, given_plan
+from .planfile import GivenPlan
 from .records import TaskStatus
-from .selection import Choice
-from .tasks import TASKS
+from .traces import Trace, read_trace
 
 
 def parser() -> argparse.ArgumentParser:
@@ -56,7 +53,6 @@ def main(argv: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
     args = parser().parse_args(argv)
     trace_path = Path(args.trace)
     try:
-        trace = read_trace(trace_path)
         settings = settings_from_args(args)
         home = _trace_workspace(trace_path)
         if args.workdir:
@@ -64,21 +60,20 @@ def main(argv: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
         else:
             workspace = home or Workspace.create(Path(settings.workdir))
         pipeline = build_pipeline(settings)
-        given = plan_from_trace(trace, pipeline.catalog)
+        trace = read_trace(trace_path, pipeline.catalog)
     except (ValueError, OSError) as e:  # PlanFileError is a ValueError
         print(f"error: {e}", file=stderr)
         return 2
+    given = trace.given
     if home is not None and home.root != workspace.root:
         _copy_named_files(given, home, workspace)
-    print(f"replaying {trace.get('request_id', trace_path.name)}: {len(given.plan)} task(s)", file=stderr)
-    events = pipeline.run_plan(
-        given.request or "",
-        given.plan,
-        given.choices,
+    print(f"replaying {trace.request_id or trace_path.name}: {len(given.plan)} task(s)", file=stderr)
+    events = pipeline.rerun(
+        given,
         workspace=workspace,
         answer=not args.no_answer,
         use_cache=False,
-        header={"replay_of": trace.get("request_id")},
+        header={"replay_of": trace.request_id},
     )
     done = follow(events, workspace.root, stdout=stdout, stderr=stderr, stream=not args.json)
     rows = compare(trace, done)
@@ -103,57 +98,14 @@ def main(argv: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
     return 0 if same else 1
 
 
-def read_trace(path: Path) -> dict[str, Any]:
-    trace = read_json(path)  # FileRefused (a ValueError): too large, too deep, not JSON
-    if not isinstance(trace, dict) or not isinstance(trace.get("plan"), list):
-        raise ValueError(f"{path} is not a trace with a plan (a run that failed before planning has none)")
-    return trace
-
-
-def plan_from_trace(trace: dict[str, Any], catalog: Catalog) -> GivenPlan:
-    """The trace's plan, each task with the model that produced its outputs (or the chosen one) and
-    its seed. A task that had no model keeps none: it fails again, with no selection call."""
-    tasks = {t.get("id"): t for t in trace.get("tasks", []) if isinstance(t, dict)}
-    raw_choices = trace.get("choices")
-    recorded = raw_choices if isinstance(raw_choices, dict) else {}
-    choices: dict[str, Any] = {}
-    for key, choice in recorded.items():
-        task = tasks.get(int(key), {}) if TASK_KEY.fullmatch(str(key)) else {}
-        choice = choice if isinstance(choice, dict) else {}
-        model = task.get("model") if task.get("status") == "done" else choice.get("model")
-        seed = task.get("seed", choice.get("seed"))
-        choices[key] = {"model": model, "seed": seed}
-    given = given_plan({"plan": trace["plan"], "choices": choices}, catalog, reason="as in the trace")
-    for t in given.plan.tasks:  # checked here, not only at Run: the review form shows the names
-        if t.task not in TASKS:
-            raise PlanFileError(f"task {t.id} of the trace has an unknown task type")
-    request = trace.get("request") if isinstance(trace.get("request"), str) else ""
-    modelless = {
-        t.id: Choice(
-            t.id,
-            t.task,
-            None,
-            "no model ran it in the trace",
-            (),
-            PickSource.NO_CANDIDATE,
-            given.seeds.get(t.id),
-        )
-        for t in given.plan.tasks
-        if t.id not in given.choices
-    }
-    return GivenPlan(given.plan, {**given.choices, **modelless}, given.seeds, request)
-
-
-def compare(trace: dict[str, Any], done: Done) -> list[dict[str, Any]]:
+def compare(trace: Trace, done: Done) -> list[dict[str, Any]]:
     """Per task: the recorded and the new output hashes, and whether they match (None: nothing was
     recorded to compare with, because the task did not finish then or the trace has no hashes)."""
-    recorded = {t.get("id"): t for t in trace.get("tasks", []) if isinstance(t, dict)}
     rows = []
     for record in done.records:
-        old = recorded.get(record.id) or {}
         before = None
-        if old.get("status") == "done":
-            before = [[o.get("kind"), o.get("sha256")] for o in old.get("outputs", [])]
+        if record.id in trace.recorded:
+            before = [[kind, sha256] for kind, sha256 in trace.recorded[record.id]]
         after = None
         if record.status is TaskStatus.DONE:
             after = [[str(a.kind), artifact_sha256(a)] for a in record.outputs]

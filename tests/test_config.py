@@ -83,3 +83,47 @@ def test_the_app_limits_and_catalog_files_are_settings_too(tmp_path):
     assert s.catalog_paths == (str(tmp_path / "a.yaml"), str(tmp_path / "b.jsonl"))
     with pytest.raises(ValueError, match="app_concurrency"):
         load_settings(environ={"HUGGINGGPT_APP_CONCURRENCY": "0"})
+
+
+def sections() -> dict[str, list[str]]:
+    """The Settings fields under each `# ==== <section>:` comment of hugginggpt/config.py, in order."""
+    import ast
+    import inspect
+    import re
+
+    from hugginggpt import config
+
+    source = inspect.getsource(config)
+    heads = [
+        (n, m.group(1))
+        for n, line in enumerate(source.splitlines(), 1)
+        if (m := re.match(r"    # ==== (\w+):", line))
+    ]
+    cls = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "Settings")
+    out: dict[str, list[str]] = {name: [] for _, name in heads}
+    for node in cls.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            section = [name for n, name in heads if n < node.lineno]
+            assert section, f"{node.target.id} is above the first section"
+            out[section[-1]].append(node.target.id)
+    return out
+
+
+def test_settings_are_grouped_by_audience_and_the_core_reads_only_its_own():
+    import re
+    from dataclasses import fields
+    from pathlib import Path
+
+    groups = sections()
+    assert list(groups) == ["core", "app", "server"]
+    assert sorted(sum(groups.values(), [])) == sorted(f.name for f in fields(Settings))
+    root = Path(__file__).resolve().parent.parent
+    read = set()
+    for path in (root / "hugginggpt").rglob("*.py"):
+        if path.name != "config.py":
+            read |= set(re.findall(r"settings\.(\w+)", path.read_text(encoding="utf-8")))
+    assert read & set(groups["app"] + groups["server"]) == set()  # those are the page's and the server's
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    documented = readme[readme.index("## Settings") :].split("\n## ")[0]
+    for name in sum(groups.values(), []):
+        assert f"`{name}`" in documented, f"README's Settings section does not list {name}"

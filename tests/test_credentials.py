@@ -68,7 +68,7 @@ def test_a_hub_like_id_that_is_a_folder_here_is_refused(tmp_path, monkeypatch):
 
 
 def test_a_trace_naming_a_url_as_model_is_refused_when_loaded(evil):
-    from hugginggpt.replay import plan_from_trace
+    from hugginggpt.traces import plan_from_trace
 
     trace = {
         "plan": text_plan().to_json(),

@@ -70,7 +70,7 @@ HOSTILE_NAME = '<button id="pay">Pay</button> http://evil.example/login'
 
 
 def test_a_trace_whose_task_name_is_markup_is_refused_when_loaded():
-    from hugginggpt.replay import plan_from_trace
+    from hugginggpt.traces import plan_from_trace
 
     trace = {"plan": [{**PLAN[0], "task": HOSTILE_NAME}], "choices": {}}
     with pytest.raises(PlanFileError, match="task 0 of the trace has an unknown task type"):

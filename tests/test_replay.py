@@ -83,6 +83,23 @@ def test_replay_reproduces_identical_outputs_with_no_planning_or_selection_call(
     assert err.count("same outputs") == 4
 
 
+def test_replay_runs_through_the_same_rerun_path_as_the_app(setup, monkeypatch):
+    from hugginggpt.pipeline import Pipeline
+
+    calls = []
+    rerun = Pipeline.rerun
+
+    def spy(self, previous, edits=None, **kwargs):
+        calls.append(kwargs["header"])
+        return rerun(self, previous, edits, **kwargs)
+
+    monkeypatch.setattr(Pipeline, "rerun", spy)  # test_review_chat checks the app's calls
+    _, common, trace_file = setup
+    code, _, err = run("replay", str(trace_file), *common, "--json", "--no-answer")
+    assert code == 0, err
+    assert calls == [{"replay_of": json.loads(trace_file.read_text())["request_id"]}]
+
+
 def test_replay_without_the_answer_makes_no_llm_call_and_runs_in_another_folder(setup, tmp_path):
     server, common, trace_file = setup
     code, out, err = run(

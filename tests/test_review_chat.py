@@ -202,3 +202,27 @@ def test_a_problem_quoting_the_plan_shows_its_words():
     )
     # a markdown view would take "<resource>" for a tag and drop it with what follows
     assert "<resource>" not in shown and "resource>-0, which it does not wait for" in shown
+
+
+def test_every_run_again_in_the_app_goes_through_the_cores_one_rerun_path(chat, tmp_path, monkeypatch):
+    from hugginggpt.pipeline import Pipeline
+
+    calls = []
+    rerun = Pipeline.rerun
+
+    def spy(self, previous, edits=None, **kwargs):
+        calls.append((edits, kwargs["use_cache"]))
+        return rerun(self, previous, edits, **kwargs)
+
+    monkeypatch.setattr(Pipeline, "rerun", spy)
+    *_, (_, traces, _) = chat.respond(
+        "s1", {"text": "[conv-one] caption", "files": [str(photo(tmp_path / "a.png"))]}, LLMChoice()
+    )
+    assert calls == []  # a request is no re-run
+    form = review_chat.edit_last_run(chat, "s1")
+    last(review_chat.run_reviewed(chat, "s1", form, values(form, **{"1:arg:text": "a boat"}), LLMChoice()))
+    last(review_chat.regenerate(chat, "s1", 2, LLMChoice()))
+    form, _ = review_chat.open_trace(chat, "s1", traces[-1], client="")
+    last(review_chat.run_reviewed(chat, "s1", form, values(form), LLMChoice()))
+    assert [use_cache for _, use_cache in calls] == [True, True, False]  # edit, regenerate, trace
+    assert calls[0][0] == {} and list(calls[1][0]) == [2] and calls[1][0][2].seed is not None

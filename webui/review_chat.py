@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from hugginggpt.pipeline import check_plan
-from hugginggpt.planfile import Edit, PlanFileError, apply_edits
-from hugginggpt.replay import plan_from_trace, read_trace
+from hugginggpt.planfile import Edit, GivenPlan
 from hugginggpt.seeds import MAX_SEED
+from hugginggpt.traces import read_trace
 
 from .chat import BUSY, ChatApp, _note
 from .conversations import TableFull
@@ -55,15 +55,13 @@ def open_trace(
     A conversation's first act may be this: it is made here, under the caps, for the caller `client`."""
     path = Path(path)
     try:
-        if path.stat().st_size > MAX_TRACE_BYTES:
-            raise ValueError(f"it is larger than {MAX_TRACE_BYTES // 1_000_000} MB")
-        trace = read_trace(path)
-        given = plan_from_trace(trace, chat.catalog)
-    except (OSError, ValueError) as e:  # PlanFileError is a ValueError
+        trace = read_trace(path, chat.catalog, max_bytes=MAX_TRACE_BYTES)
+    except (OSError, ValueError) as e:  # FileRefused and PlanFileError are ValueErrors
         return None, f"That file is not a trace this app can run again: {_why(e, path)}"
+    given = trace.given
     if not given.plan.tasks:
         return None, "That trace's plan has no task: there is nothing to run again."
-    of = trace.get("request_id") if isinstance(trace.get("request_id"), str) else None
+    of = trace.request_id
     try:
         conv = chat.conversation(session, client)
     except TableFull as e:
@@ -122,7 +120,8 @@ def run_reviewed(
         yield conv.display, conv.traces, False
         return
     label = describe_changes(draft, reviewed.plan, reviewed.choices)
-    yield from _run(chat, session, draft, reviewed.plan, reviewed.choices, label, choice, hf_token, poll)
+    given = GivenPlan(reviewed.plan, dict(reviewed.choices), request=draft.request)
+    yield from _run(chat, session, draft, given, {}, label, choice, hf_token, poll)
 
 
 def regenerate(
@@ -144,17 +143,19 @@ def regenerate(
     if draft is None or conv.cancel is not None:
         yield conv.display + ([_note(BUSY)] if conv.cancel is not None else []), conv.traces, False
         return
-    seed = secrets.randbelow(MAX_SEED + 1)
-    try:
-        plan, choices = apply_edits(draft.plan, draft.choices, {task_id: Edit(seed=seed)}, chat.catalog)
-    except PlanFileError as e:
-        yield conv.display + [_note(f"Cannot regenerate: {e}")], conv.traces, False
+    if task_id not in draft.plan.by_id():
+        yield conv.display + [_note(f"Cannot regenerate: there is no task {task_id}")], conv.traces, False
         return
+    seed = secrets.randbelow(MAX_SEED + 1)
     label = f"Regenerate task {task_id} with a new seed ({seed})"
-    yield from _run(chat, session, draft, plan, choices, label, choice, hf_token, poll)
+    given = GivenPlan(draft.plan, dict(draft.choices), request=draft.request)
+    yield from _run(chat, session, draft, given, {task_id: Edit(seed=seed)}, label, choice, hf_token, poll)
 
 
-def _run(chat, session, draft: Draft, plan, choices, label: str, choice, hf_token, poll) -> Iterator[Update]:
+def _run(
+    chat, session, draft: Draft, given: GivenPlan, edits: dict[int, Edit], label: str, choice, hf_token, poll
+) -> Iterator[Update]:
+    """Runs `given` after `edits` through the core's one re-run path (Pipeline.rerun)."""
     conv = chat.find(session)
     if conv is None:
         return
@@ -168,10 +169,9 @@ def _run(chat, session, draft: Draft, plan, choices, label: str, choice, hf_toke
     header = {f"{draft.origin}_from": draft.of} if draft.of else {}
 
     def start(cancel):
-        return pipeline.run_plan(
-            draft.request,
-            plan,
-            choices,
+        return pipeline.rerun(
+            given,
+            edits,
             workspace=conv.workspace,
             history=history,
             cancelled=cancel,
