@@ -200,6 +200,8 @@ class Done:
     request: str = ""
     usage: Usage = field(default_factory=Usage)
     timings: Mapping[str, float] = field(default_factory=dict)  # seconds per stage, and "total"
+    # each model that ran: its estimate beside what it took (hugginggpt.estimate.side_by_side)
+    estimates: tuple[Mapping[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if (self.outcome is Outcome.FAILED) != (self.error is not None and self.error_kind is not None):

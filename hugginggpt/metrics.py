@@ -67,15 +67,14 @@ def request_done(done: Done) -> None:
     REQUESTS.labels(str(done.outcome)).inc()
     if done.error_kind is not None:
         ERRORS.labels(str(done.error_kind)).inc()
-    for stage, seconds in (done.trace.get("timings") or {}).items():
+    for stage, seconds in done.timings.items():
         if stage != "total":
             STAGE_SECONDS.labels(stage).observe(seconds)
-    usage = done.trace.get("usage") or {}
-    for stage, spent in (usage.get("by_stage") or {}).items():
+    for stage, spent in done.usage.by_stage.items():
         LLM_TOKENS.labels(stage, "input").inc(spent["input_tokens"])
         LLM_TOKENS.labels(stage, "output").inc(spent["output_tokens"])
-    if usage.get("cost"):
-        LLM_COST.inc(usage["cost"])
+    if done.usage.cost:
+        LLM_COST.inc(done.usage.cost)
 
 
 def task_ran(task: str, where: str, outcome: str, seconds: float) -> None:

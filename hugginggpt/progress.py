@@ -68,7 +68,7 @@ def describe(event: Event, root: Path) -> str | None:
             spent = f", {describe_usage(usage.to_json())}" if usage.total_tokens else ""
             compared = [  # the estimate beside what it took, for the models that ran
                 f"[task {row['id']}] estimated {row['estimated_seconds']} s, took {row['seconds']} s"
-                for row in done.trace.get("estimates", [])
+                for row in done.estimates
                 if not row["cached"]
             ]
             return "\n".join(

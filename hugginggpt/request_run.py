@@ -183,13 +183,14 @@ class RequestRun:
             timer.cancel()
             self.timings["total"] = time.perf_counter() - started
         answer = "".join(self.answer)
+        estimates = side_by_side(self.choices or {}, self.records)
         end = {
             "outcome": str(outcome),
             "answer": answer,
             "answer_incomplete": self.incomplete,
             "error": error,
             "error_kind": kind and str(kind),
-            "estimates": side_by_side(self.choices or {}, self.records),
+            "estimates": estimates,
         }
         trace = self._save_trace(end)
         trace_file = self.trace_path if self.trace_saved else None
@@ -209,6 +210,7 @@ class RequestRun:
             self.request,
             Usage.of(trace["usage"]),
             dict(self.timings),
+            tuple(estimates),
         )
 
     def _time_up(self) -> None:

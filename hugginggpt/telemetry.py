@@ -194,17 +194,16 @@ class _RunSpans:
 
         self._end_stages()
         trace = done.trace
-        usage = trace.get("usage") or {}
         root = self.root
-        root.set_attribute("hugginggpt.request_id", str(trace.get("request_id", "")))
+        root.set_attribute("hugginggpt.request_id", done.request_id)
         root.set_attribute("hugginggpt.outcome", str(done.outcome))
         root.set_attribute("gen_ai.request.model", self.model)
-        root.set_attribute("gen_ai.usage.input_tokens", int(usage.get("input_tokens") or 0))
-        root.set_attribute("gen_ai.usage.output_tokens", int(usage.get("output_tokens") or 0))
-        if usage.get("cost") is not None:
-            root.set_attribute("hugginggpt.cost", float(usage["cost"]))
+        root.set_attribute("gen_ai.usage.input_tokens", done.usage.prompt_tokens)
+        root.set_attribute("gen_ai.usage.output_tokens", done.usage.completion_tokens)
+        if done.usage.cost is not None:
+            root.set_attribute("hugginggpt.cost", float(done.usage.cost))
         if self.settings.trace_content:
-            root.set_attribute("input.value", str(trace.get("request", "")))
+            root.set_attribute("input.value", done.request)
             root.set_attribute("output.value", done.answer)
         if done.error_kind is not None:
             root.set_attribute("error.type", str(done.error_kind))

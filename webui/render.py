@@ -430,11 +430,11 @@ class RunView:
         parts += [
             f"{state_badge(s)} {counts[s]}" for s in ("failed", "skipped", "not finished") if counts.get(s)
         ]
-        spent = done.trace.get("usage") or {}
-        if spent.get("total_tokens"):
-            cost = spent.get("cost")
+        spent = done.usage
+        if spent.total_tokens:
+            cost = spent.cost
             parts.append(
-                f"{spent['total_tokens']:,} tokens" + (f" · cost {cost:.6g}" if cost is not None else "")
+                f"{spent.total_tokens:,} tokens" + (f" · cost {cost:.6g}" if cost is not None else "")
             )
         return " · ".join(parts)
 
