@@ -86,9 +86,16 @@ def warm(task: str, model: str) -> None:
 
 
 def run(
-    task: str, model: str, inputs: dict[str, str], out_dir: str | Path, *, stop=None, seed: int | None = None
+    task: str,
+    model: str,
+    inputs: dict[str, str],
+    out_dir: str | Path,
+    *,
+    stop=None,
+    seed: int | None = None,
+    progress=None,
 ) -> list[dict]:
-    return default_runtime().run(task, model, inputs, out_dir, stop=stop, seed=seed)
+    return default_runtime().run(task, model, inputs, out_dir, stop=stop, seed=seed, progress=progress)
 
 
 def resident() -> tuple[int, int]:

@@ -15,7 +15,7 @@ from ..artifacts import Artifact
 from ..catalog import ModelCard
 from ..plain_errors import in_words
 from ..text import shorten
-from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal
+from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal, progress_report
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,8 @@ class LocalEndpoint(Endpoint):
             raise ModelUnavailable(f"{model.id}: the local runtime is not installed ({exc})") from None
         args = {name: str(value) for name, value in inputs.items()}  # the runtime takes plain strings
         try:
-            raw = models_local.run(task, model.source, args, Path(out_dir), stop=stop)
+            progress = progress_report.get()
+            raw = models_local.run(task, model.source, args, Path(out_dir), stop=stop, progress=progress)
         except models_local.Stopped:
             raise Stopped(f"{model.id}: stopped") from None
         except models_local.RuntimeUnsupported as exc:
