@@ -10,7 +10,8 @@ repo is a 404 with X-Error-Code RepoNotFound, as the Hub answers) and
 GET /{repo}/resolve/{revision}/README.md; with blobs=true (files_metadata), a model's `files` and
 their sizes as its siblings. A model with a `folder` serves that folder's files as its repo, as
 snapshot_download asks for them (GET /api/models/{repo}/revision/{rev}, .../tree/{rev}, HEAD and
-GET /{repo}/resolve/{rev}/{file}); `chunk_bytes` and `chunk_seconds` make the files come slowly. A model's `providers` is its inference provider mapping
+GET /{repo}/resolve/{rev}/{file}); `chunk_bytes` and `chunk_seconds` make the files come slowly.
+A model's `providers` is its inference provider mapping
 ({provider: {"status", "task"}}), sent in the Hub's shapes: a list from /api/models, a mapping
 from /api/models/{repo}. `hub.requests` records each request's path and query; `api_status=401`
 (say) makes /api/models fail with that status.
