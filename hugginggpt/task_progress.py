@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from .estimate import size_text
 from .events import Phase, TaskProgress
 
 EVERY_SECONDS = 0.5  # at most two events a second per task, besides the first, the last and a new phase
@@ -66,3 +67,28 @@ class ProgressEvents:
         speed = (done - self._first_bytes) / elapsed if elapsed > 0.2 else None  # too soon to tell
         left = (total - done) / speed if speed and total >= done else None
         return TaskProgress(self.task_id, self.task, self.model, phase, done, total or None, speed, left)
+
+
+def words(event: TaskProgress) -> str:
+    """ "downloading 1.2 GB of 4.0 GB · 35 MB/s · 1 min left", or "loading weights"."""
+    if event.phase is Phase.LOAD:
+        return "loading weights"
+    done = size_text(event.done_bytes)
+    parts = [
+        f"downloading {done} of {size_text(event.total_bytes)}"
+        if event.total_bytes
+        else f"downloading {done}"
+    ]
+    if event.bytes_per_second:
+        parts.append(f"{size_text(int(event.bytes_per_second))}/s")
+    if event.seconds_left is not None:
+        parts.append(_time_left(event.seconds_left))
+    return " · ".join(parts)
+
+
+def _time_left(seconds: float) -> str:
+    if seconds < 60:
+        return f"{max(1, round(seconds))} s left"
+    if seconds < 3600:
+        return f"{round(seconds / 60)} min left"
+    return f"{seconds / 3600:.1f} h left"

@@ -3,11 +3,17 @@ fake Hub on 127.0.0.1 (HF_ENDPOINT) that serves a tiny model slowly, through the
 
 from __future__ import annotations
 
+import json
+import os
+import pty
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 from fakes.hub_server import FakeHub, HubModel
+from fakes.llm_server import FakeLLMServer
 
 from hugginggpt.catalog import ModelCard
 from hugginggpt.endpoints import LocalEndpoint
@@ -17,8 +23,10 @@ from hugginggpt.plan import parse_plan
 from hugginggpt.selection import Choice
 from hugginggpt.workspace import Workspace
 
+ROOT = Path(__file__).resolve().parent.parent
 REPO = "acme/tiny-progress-bert"
-PLAN = parse_plan('[{"task": "text-classification", "id": 0, "dep": [-1], "args": {"text": "the cat"}}]')
+PLAN_JSON = '[{"task": "text-classification", "id": 0, "dep": [-1], "args": {"text": "the cat"}}]'
+PLAN = parse_plan(PLAN_JSON)
 
 
 @pytest.fixture
@@ -64,3 +72,65 @@ def test_a_download_then_a_load_show_in_the_task_events(slow_hub, tmp_path):
     assert any(e.bytes_per_second and e.seconds_left is not None for e in downloads)
     assert progress[-1].phase is Phase.LOAD and progress[-1].model == REPO
     assert any("/resolve/" in r["path"] for r in hub.requests)  # it really came from the fake Hub
+
+
+def cli_with_download(tiny, tmp_path, *, tty: bool) -> tuple[str, list[str]]:
+    """`python -m hugginggpt` whose one task downloads the tiny classifier from a slow fake Hub (its
+    environment names the Hub, so nothing leaks to other tests); (its stderr, the Hub's paths)."""
+    folder = Path(tiny("bert-classifier"))
+    tmp_path.mkdir()
+    catalog = tmp_path / "mine.jsonl"
+    card = {
+        "id": REPO,
+        "task": "text-classification",
+        "library": "transformers",
+        "local": True,
+        "downloads": 10**12,
+    }
+    catalog.write_text(json.dumps(card) + "\n")
+    plan = json.dumps({"tasks": [json.loads(PLAN_JSON)[0]]})
+    hub_model = HubModel(REPO, "text-classification", folder=folder)
+    with FakeHub([hub_model], chunk_bytes=4096, chunk_seconds=0.08) as hub, FakeLLMServer() as llm:
+        llm.script("plan", plan).script("select", json.dumps({"0": {"id": REPO, "reason": "mine"}}))
+        llm.script("respond", "Labelled.")
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "HF_ENDPOINT": hub.url,
+            "HF_HUB_OFFLINE": "0",
+            "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+        }
+        args = ["--llm-base-url", llm.url, "--inference", "local", "--catalog", str(catalog)]
+        command = [sys.executable, "-m", "hugginggpt", *args, "--workdir", str(tmp_path / "ws"), "label it"]
+        if not tty:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+            assert result.returncode == 0, result.stderr
+            return result.stderr, [r["path"] for r in hub.requests]
+        leader, follower = pty.openpty()  # stderr is a terminal
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=follower, cwd=ROOT, env=env) as child:
+            os.close(follower)
+            shown = b""
+            while True:
+                try:
+                    chunk = os.read(leader, 4096)
+                except OSError:  # the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+            assert child.wait(timeout=120) == 0, shown
+        os.close(leader)
+        return shown.decode(errors="replace"), [r["path"] for r in hub.requests]
+
+
+def test_the_cli_shows_the_download_on_a_terminal_only(tiny, tmp_path):
+    logged, requests = cli_with_download(tiny, tmp_path / "piped", tty=False)
+    assert any("/resolve/" in p for p in requests), logged  # it downloaded from the fake Hub
+    assert "[task 0] done" in logged
+    assert "downloading" not in logged and "loading weights" not in logged and "\r" not in logged
+
+    shown, _ = cli_with_download(tiny, tmp_path / "tty", tty=True)
+    assert f"\r[task 0] {REPO}: downloading " in shown and " kB of 97.8 kB" in shown
+    assert f"\r[task 0] {REPO}: loading weights\x1b[K" in shown
+    assert "\r\x1b[K[task 0] done" in shown  # the progress line is cleared before the next line
