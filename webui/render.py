@@ -264,9 +264,9 @@ class RunView:
                     _add(node, f"Attempt {attempt}: trying {self._link(model)}")
                 self._task_started[i] = self.clock()
             case TaskProgress(task_id=i) as progress:  # the box's log line, until the task ends
-                node = self._tasks.get(i)
-                if node is not None and self.states.get(i) == "running":
-                    node["metadata"]["log"] = plain(words(progress))
+                box = self._tasks.get(i)
+                if box is not None and self.states.get(i) == "running":
+                    box["metadata"]["log"] = plain(words(progress))
             case TaskFinished():
                 self._finished(event)
             case TaskFailed(task_id=i, task=task, model=model, error=error, final=final, seconds=seconds):
