@@ -9,14 +9,19 @@ import pty
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
+import openai
 import pytest
+from app_support import app_settings, fake_catalog, running_app
+from fakes.endpoints import FakeEndpoint
 from fakes.hub_server import FakeHub, HubModel
 from fakes.llm_server import FakeLLMServer
 
 from hugginggpt.catalog import ModelCard
 from hugginggpt.endpoints import LocalEndpoint
+from hugginggpt.endpoints.base import progress_report
 from hugginggpt.events import Phase, TaskFinished, TaskProgress
 from hugginggpt.execute import ExecutionSettings, RunContext, execute_steps
 from hugginggpt.plan import parse_plan
@@ -134,3 +139,43 @@ def test_the_cli_shows_the_download_on_a_terminal_only(tiny, tmp_path):
     assert f"\r[task 0] {REPO}: downloading " in shown and " kB of 97.8 kB" in shown
     assert f"\r[task 0] {REPO}: loading weights\x1b[K" in shown
     assert "\r\x1b[K[task 0] done" in shown  # the progress line is cleared before the next line
+
+
+class DownloadingEndpoint(FakeEndpoint):
+    """Its model "downloads" for 1.5 s in 30 reports, then "loads", as the local endpoint reports."""
+
+    def run(self, task, model, inputs, out_dir, *, stop=None):
+        report = progress_report.get()
+        assert report is not None  # the executor set it for this call
+        for n in range(1, 31):
+            report("download", n * 1_000_000, 30_000_000)
+            time.sleep(0.05)
+        report("load", 0, 0)
+        return super().run(task, model, inputs, out_dir, stop=stop)
+
+
+def test_the_openai_api_streams_the_download_as_reasoning_thinned_out(tmp_path):
+    paint = [{"task": "text-to-image", "id": 0, "dep": [-1], "args": {"text": "a red cat"}}]
+    with FakeLLMServer() as llm:
+        llm.script("plan", json.dumps({"tasks": paint}))
+        llm.script("select", json.dumps({"0": {"id": "org/painter", "reason": "the painter"}}))
+        llm.script("respond", "Here is your cat.")
+        settings = app_settings(llm, tmp_path / "ws", api_keys=("key-one",))
+        with running_app(settings, catalog=fake_catalog(), endpoint=DownloadingEndpoint()) as demo:
+            api = openai.OpenAI(base_url=demo.local_url.rstrip("/") + "/v1", api_key="key-one", max_retries=0)
+            stream = api.chat.completions.create(
+                model="hugginggpt", messages=[{"role": "user", "content": "paint a cat"}], stream=True
+            )
+            reasoning = "".join(
+                (chunk.choices[0].delta.model_extra or {}).get("reasoning_content") or ""
+                for chunk in stream
+                if chunk.choices
+            )
+    lines = reasoning.splitlines()
+    downloads = [line for line in lines if line.startswith("[task 0] org/painter: downloading ")]
+    # the executor passed on several (two a second); a log keeps one every 5 s, and each new phase
+    assert downloads == ["[task 0] org/painter: downloading 1 MB of 30 MB"], reasoning
+    assert "[task 0] org/painter: loading weights" in lines
+    assert lines.index("[task 0] org/painter: loading weights") < next(
+        i for i, line in enumerate(lines) if line.startswith("[task 0] done")
+    )
