@@ -72,12 +72,12 @@ def footprint_of(model: str) -> dict:
     return {**asdict(found), "device": runtime.device.name, "half": runtime.half, "loaded": loaded}
 
 
-def prefetch(model: str) -> Path:
+def prefetch(model: str, *, progress=None) -> Path:
     """Download a hub model's files into the HF cache (or find its folder) without loading it, e.g.
-    before a ZeroGPU call, so that the GPU time is not spent downloading."""
+    before a ZeroGPU call, so that the GPU time is not spent downloading; `progress` as run's."""
     from .hub import locate
 
-    return locate(model, half=False, check_fits=lambda *_: None)[0]
+    return locate(model, half=False, check_fits=lambda *_: None, progress=progress)[0]
 
 
 def warm(task: str, model: str) -> None:

@@ -3,6 +3,7 @@ fake Hub on 127.0.0.1 (HF_ENDPOINT) that serves a tiny model slowly, through the
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import pty
@@ -77,6 +78,20 @@ def test_a_download_then_a_load_show_in_the_task_events(slow_hub, tmp_path):
     assert any(e.bytes_per_second and e.seconds_left is not None for e in downloads)
     assert progress[-1].phase is Phase.LOAD and progress[-1].model == REPO
     assert any("/resolve/" in r["path"] for r in hub.requests)  # it really came from the fake Hub
+
+
+def test_a_prefetch_before_a_zerogpu_call_reports_its_download_too(slow_hub):
+    _, size = slow_hub
+    reports: list[tuple[str, int, int]] = []
+    card = ModelCard(id=REPO, task="text-classification", library="transformers", local=True)
+
+    def prefetch() -> None:  # in a context of its own: the callback must not outlive the test
+        progress_report.set(lambda *report: reports.append(report))
+        LocalEndpoint.prefetch(card)
+
+    contextvars.copy_context().run(prefetch)
+    assert reports and reports[-1] == ("download", size, size)
+    assert all(total == size for _, _, total in reports) and len(reports) > 3
 
 
 def cli_with_download(tiny, tmp_path, *, tty: bool) -> tuple[str, list[str]]:

@@ -39,12 +39,13 @@ class LocalEndpoint(Endpoint):
     @staticmethod
     def prefetch(model: ModelCard) -> None:
         """Download the model's weights now, without loading them (ZeroGPU: before the GPU is held).
-        A no-op without the runtime; raises what the download raised."""
+        A no-op without the runtime; raises what the download raised. The download's progress goes to
+        the running task's progress_report, as a call's does."""
         try:
             import models_local
         except ImportError:
             return
-        models_local.prefetch(model.source)
+        models_local.prefetch(model.source, progress=progress_report.get())
 
     def can_run(self, model: ModelCard) -> bool:
         try:
