@@ -70,7 +70,7 @@ class ProgressEvents:
 
 
 def words(event: TaskProgress) -> str:
-    """ "downloading 1.2 GB of 4.0 GB · 35 MB/s · 1 min left", or "loading weights"."""
+    """In words: "downloading 1.2 GB of 4 GB · 35 MB/s · 1 min left", or "loading weights"."""
     if event.phase is Phase.LOAD:
         return "loading weights"
     done = size_text(event.done_bytes)

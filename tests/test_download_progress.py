@@ -27,6 +27,7 @@ from hugginggpt.events import Phase, TaskFinished, TaskProgress
 from hugginggpt.execute import ExecutionSettings, RunContext, execute_steps
 from hugginggpt.plan import parse_plan
 from hugginggpt.selection import Choice
+from hugginggpt.task_progress import ProgressEvents
 from hugginggpt.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,6 +79,35 @@ def test_a_download_then_a_load_show_in_the_task_events(slow_hub, tmp_path):
     assert any(e.bytes_per_second and e.seconds_left is not None for e in downloads)
     assert progress[-1].phase is Phase.LOAD and progress[-1].model == REPO
     assert any("/resolve/" in r["path"] for r in hub.requests)  # it really came from the fake Hub
+
+
+def test_reports_are_thinned_out_with_speed_and_time_left_from_the_download_so_far():
+    now = [0.0]
+    posted: list[TaskProgress] = []
+    report = ProgressEvents(0, "text-to-image", "a/paint", posted.append, clock=lambda: now[0])
+    for tick in range(1, 41):  # 10 MB a second, in 40 reports a tenth of a second apart
+        now[0] = tick / 10
+        report("download", tick * 1_000_000, 100_000_000)
+    assert [e.done_bytes for e in posted] == [
+        1_000_000,
+        6_000_000,
+        11_000_000,
+        16_000_000,
+        21_000_000,
+        26_000_000,
+        31_000_000,
+        36_000_000,
+    ]  # the first, then 2 a second
+    assert posted[-1].bytes_per_second == pytest.approx(10_000_000)  # 35 MB in 3.5 s
+    assert posted[-1].seconds_left == pytest.approx(6.4)  # 64 MB to go
+    report("download", 100_000_000, 100_000_000)  # the end shows at once
+    report("load", 0, 0)  # so does a new phase
+    report.close()
+    report("load", 0, 0)  # after the call: dropped
+    assert [e.phase for e in posted[-2:]] == [Phase.DOWNLOAD, Phase.LOAD] and posted[
+        -2
+    ].done_bytes == 100_000_000
+    assert len(posted) == 10
 
 
 def test_a_prefetch_before_a_zerogpu_call_reports_its_download_too(slow_hub):
