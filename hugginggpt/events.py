@@ -112,6 +112,26 @@ class TaskStarted:
     attempt: int = 1
 
 
+class Phase(StrEnum):
+    DOWNLOAD = "download"  # the model's files come from the Hub
+    LOAD = "load"  # its weights are being loaded
+
+
+@dataclass(frozen=True)
+class TaskProgress:
+    """A task's model is being downloaded or loaded (local runs only), a few times a second at most.
+    The byte counts, speed and time left are for the download; None where not known."""
+
+    task_id: int
+    task: str
+    model: str
+    phase: Phase
+    done_bytes: int = 0
+    total_bytes: int | None = None
+    bytes_per_second: float | None = None
+    seconds_left: float | None = None
+
+
 @dataclass(frozen=True)
 class TaskFinished:
     task_id: int
@@ -225,6 +245,7 @@ Event = (
     | ModelSelected
     | Estimated
     | TaskStarted
+    | TaskProgress
     | TaskFinished
     | TaskFailed
     | TaskSkipped

@@ -20,10 +20,12 @@ from typing import Any, Protocol
 from . import tasks as task_types
 from .artifacts import Artifact, ArtifactKind
 from .endpoints import Endpoint, EndpointError
+from .endpoints.base import progress_report
 from .events import Event, TaskFailed, TaskFinished, TaskSkipped, TaskStarted
 from .plan import RESOURCE_REF, Plan, Task
 from .records import TaskRecord, TaskStatus
 from .selection import Choice
+from .task_progress import ProgressEvents
 from .workspace import FileRefused, Workspace
 
 
@@ -167,7 +169,11 @@ def run_task(
             inbox.put(TaskStarted(task.id, task.task, model.id, attempt))
             t0 = time.perf_counter()
             try:
-                raw = _call_with_timeout(ctx, task.task, model, inputs, out_dir)
+                report = ProgressEvents(task.id, task.task, model.id, inbox.put)
+                try:
+                    raw = _call_with_timeout(ctx, task.task, model, inputs, out_dir, report)
+                finally:
+                    report.close()
                 cached = getattr(raw, "from_cache", False)  # cache.CachedOutputs
                 outputs = _check_outputs(task.task, raw, ctx.workspace, ctx.settings.max_output_chars)
             except EndpointError as e:
@@ -208,7 +214,12 @@ class _AnyOf:
 
 
 def _call_with_timeout(
-    ctx: RunContext, task: str, model: Any, inputs: dict[str, Any], out_dir: Path
+    ctx: RunContext,
+    task: str,
+    model: Any,
+    inputs: dict[str, Any],
+    out_dir: Path,
+    report: ProgressEvents | None = None,
 ) -> list[Artifact]:
     """Run the endpoint in its own thread so that a hung model costs at most `timeout` seconds.
 
@@ -222,6 +233,7 @@ def _call_with_timeout(
     def call() -> None:
         try:
             stop = _AnyOf(ctx.cancelled, timed_out)
+            progress_report.set(report)  # in this thread's own context: the endpoint's to call
             result["outputs"] = ctx.endpoint.run(task, model, inputs, out_dir, stop=stop)
         except EndpointError as e:
             result["error"] = e

@@ -18,9 +18,11 @@ from .events import (
     TaskFailed,
     TaskFinished,
     TaskPlanned,
+    TaskProgress,
     TaskSkipped,
     TaskStarted,
 )
+from .task_progress import words
 from .usage import describe as describe_usage
 
 
@@ -48,6 +50,8 @@ def describe(event: Event, root: Path) -> str | None:
             return f"[estimate] task {i}: {estimate.line()}{left_out}"
         case TaskStarted(task_id=i, task=task, model=model, attempt=attempt):
             return f"[task {i}] {task} with {model}" + (f" (attempt {attempt})" if attempt > 1 else "")
+        case TaskProgress(task_id=i, model=model) as progress:  # a line to redraw, not to add
+            return f"[task {i}] {model}: {words(progress)}"
         case TaskFinished(task_id=i, outputs=outputs, seconds=seconds, cached=cached, seed=seed):
             how = " from the cache" if cached else ""
             seeded = f" (seed {seed})" if seed is not None else ""

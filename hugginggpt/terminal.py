@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TextIO
 
 from .config import Settings, load_settings
-from .events import AnswerDelta, Done, Event
+from .events import AnswerDelta, Done, Event, TaskProgress
 from .progress import describe
 
 
@@ -47,10 +47,24 @@ def _licences(raw: str | None) -> tuple[str, ...] | None:
 
 
 def follow(events: Iterable[Event], root: Path, *, stdout: TextIO, stderr: TextIO, stream: bool) -> Done:
-    """Show a run's events as they come (stages on stderr, the answer streamed to stdout); its Done."""
+    """Show a run's events as they come (stages on stderr, the answer streamed to stdout); its Done.
+
+    A download's or a load's progress is one line redrawn in place when stderr is a terminal, and
+    left out when it is not (a log wants no bars)."""
     done: Done | None = None
     streamed = ""
+    bar = False  # a progress line is on stderr, to be cleared before the next line
+    tty = stderr.isatty()
     for event in events:
+        if isinstance(event, TaskProgress):
+            if tty:
+                stderr.write(f"\r{describe(event, root)}\x1b[K")
+                stderr.flush()
+                bar = True
+            continue
+        if bar:
+            stderr.write("\r\x1b[K")
+            bar = False
         if isinstance(event, AnswerDelta) and stream:
             stdout.write(event.text)
             stdout.flush()

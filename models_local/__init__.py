@@ -72,12 +72,12 @@ def footprint_of(model: str) -> dict:
     return {**asdict(found), "device": runtime.device.name, "half": runtime.half, "loaded": loaded}
 
 
-def prefetch(model: str) -> Path:
+def prefetch(model: str, *, progress=None) -> Path:
     """Download a hub model's files into the HF cache (or find its folder) without loading it, e.g.
-    before a ZeroGPU call, so that the GPU time is not spent downloading."""
+    before a ZeroGPU call, so that the GPU time is not spent downloading; `progress` as run's."""
     from .hub import locate
 
-    return locate(model, half=False, check_fits=lambda *_: None)[0]
+    return locate(model, half=False, check_fits=lambda *_: None, progress=progress)[0]
 
 
 def warm(task: str, model: str) -> None:
@@ -86,9 +86,16 @@ def warm(task: str, model: str) -> None:
 
 
 def run(
-    task: str, model: str, inputs: dict[str, str], out_dir: str | Path, *, stop=None, seed: int | None = None
+    task: str,
+    model: str,
+    inputs: dict[str, str],
+    out_dir: str | Path,
+    *,
+    stop=None,
+    seed: int | None = None,
+    progress=None,
 ) -> list[dict]:
-    return default_runtime().run(task, model, inputs, out_dir, stop=stop, seed=seed)
+    return default_runtime().run(task, model, inputs, out_dir, stop=stop, seed=seed, progress=progress)
 
 
 def resident() -> tuple[int, int]:

@@ -6,8 +6,10 @@ through the same loading code.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .handlers.base import RuntimeUnsupported
 from .sizing import WEIGHT_SUFFIXES, folder_size, weight_files
@@ -51,9 +53,17 @@ def local_folder(model: str) -> Path | None:
         return None
 
 
-def locate(model: str, *, half: bool, check_fits: Callable[[str, int], None]) -> tuple[Path, int | None]:
+# Told how a model's files come: ("download", bytes written so far, bytes in all); the runtime also
+# calls it with ("load", 0, 0) as the weights start loading.
+Progress = Callable[[str, int, int], None]
+
+
+def locate(
+    model: str, *, half: bool, check_fits: Callable[[str, int], None], progress: Progress | None = None
+) -> tuple[Path, int | None]:
     """(local folder, estimated loaded bytes). A hub model is sized from its file listing and passed
-    to `check_fits` (which raises to refuse it) before the download starts."""
+    to `check_fits` (which raises to refuse it) before the download starts; `progress` is told the
+    bytes written as they come."""
     path = Path(model).expanduser()
     if path.is_dir():
         return path.resolve(), _folder_size(model, path, half)
@@ -71,7 +81,9 @@ def locate(model: str, *, half: bool, check_fits: Callable[[str, int], None]) ->
         if estimate and half and not any(".fp16." in w or "-fp16" in w for w in weights):
             estimate //= 2  # stored float32, loaded float16
         check_fits(model, estimate or 0)
-        folder = Path(snapshot_download(model, ignore_patterns=IGNORE + skipped))
+        fetched = sum(f.file_size or 0 for f in listing if f.will_download and f.filename not in skipped)
+        bars = {"tqdm_class": _reporting_bar(progress, fetched)} if progress and fetched else {}
+        folder = Path(snapshot_download(model, ignore_patterns=IGNORE + skipped, **bars))
     except RuntimeUnsupported:
         raise
     except Exception as exc:  # missing repo, gated, offline and not cached, bad id ...
@@ -86,3 +98,29 @@ def _folder_size(model: str, folder: Path, half: bool) -> int | None:
         return folder_size(folder, half=half)
     except (OSError, ValueError) as exc:
         raise RuntimeUnsupported(f"cannot read the weights of {model!r}: {exc}") from exc
+
+
+def _reporting_bar(progress: Progress, total: int) -> Any:
+    """A tqdm class for snapshot_download that draws nothing and tells `progress` the bytes written.
+
+    snapshot_download makes three bars of it (one per file count, bytes received, bytes written);
+    only the bytes-written one, which its name tells apart, counts. Its own total grows as each
+    file starts, so the listing's total is the one reported."""
+    from huggingface_hub.utils import tqdm
+
+    lock = threading.Lock()
+    written = [0]
+
+    class ReportingBar(tqdm):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.counts = kwargs.get("name") == "huggingface_hub.snapshot_download"
+            super().__init__(*args, **{**kwargs, "disable": True})
+
+        def update(self, n: float | None = 1) -> bool | None:
+            if self.counts and n:
+                with lock:  # files come in parallel: their counts go out in order
+                    written[0] += int(n)
+                    progress("download", min(written[0], total), total)
+            return super().update(n)
+
+    return ReportingBar

@@ -100,8 +100,10 @@ class Runtime:
         *,
         stop: Any = None,
         seed: int | None = None,
+        progress: hub.Progress | None = None,
     ) -> list[dict]:
-        """`stop` (anything with is_set()) ends a long call between steps with Stopped.
+        """`stop` (anything with is_set()) ends a long call between steps with Stopped. `progress`
+        is told how a download goes and when the weights start loading (hub.Progress).
 
         `seed` makes a sampling model (diffusion, VITS, SpeechT5) repeat itself; it is the same as
         an input "seed", which the handlers read (handlers.base.seeded, diffusion.seeded)."""
@@ -109,7 +111,7 @@ class Runtime:
             inputs = {**inputs, "seed": str(seed)}
         try:
             handler = self.handler(task)
-            entry = self._get(task, model, handler)  # counted as a user of the entry
+            entry = self._get(task, model, handler, progress)  # counted as a user of the entry
         except RuntimeUnsupported as exc:
             log.info("refused %s for %s: %s", model, task, exc)
             raise
@@ -152,7 +154,7 @@ class Runtime:
             model = str(Path(model).expanduser().resolve())
         return self._cache.drop(model)
 
-    def _get(self, task: str, model: str, handler: Handler) -> Entry:
+    def _get(self, task: str, model: str, handler: Handler, progress: hub.Progress | None = None) -> Entry:
         # Tasks that share a loader function (summarization, translation, ...) share one loaded copy.
         if Path(model).expanduser().is_dir():
             model = str(Path(model).expanduser().resolve())  # one entry per folder, however it is spelled
@@ -170,10 +172,14 @@ class Runtime:
             if handler.library == "builtin":
                 folder, estimate = model, 0
             else:
-                folder, estimate = hub.locate(model, half=self.half, check_fits=self._cache.check_fits)
+                folder, estimate = hub.locate(
+                    model, half=self.half, check_fits=self._cache.check_fits, progress=progress
+                )
             reservation = self._cache.reserve(model, estimate or 0)
             try:
                 started = time.monotonic()
+                if progress is not None:
+                    progress("load", 0, 0)
                 with telemetry.span("load", {"model": model, "task": task, "device": self.device.name}):
                     obj = self._load(task, model, folder, handler)
                 seconds = time.monotonic() - started

@@ -119,7 +119,7 @@ def test_hybrid_does_not_fall_back_once_stopped(tmp_path):
 def test_local_endpoint_reports_a_stopped_run(tmp_path, monkeypatch):
     import models_local
 
-    def stopped_run(task, model, inputs, out_dir, *, stop=None):
+    def stopped_run(task, model, inputs, out_dir, *, stop=None, progress=None):
         assert stop is marker  # the signal reaches the runtime
         raise models_local.Stopped("stopped")
 
@@ -228,7 +228,9 @@ def test_local_endpoint_maps_runtime_errors(monkeypatch, tmp_path):
 
     seen: list[tuple] = []
 
-    def fine(task: str, model: str, inputs: dict, out_dir: Path, *, stop: Any = None) -> list[dict]:
+    def fine(
+        task: str, model: str, inputs: dict, out_dir: Path, *, stop: Any = None, progress: Any = None
+    ) -> list[dict]:
         seen.append((task, model, inputs))
         return [{"kind": "image", "path": str(Path(out_dir) / "a.png")}, {"kind": "text", "value": "ok"}]
 

@@ -16,6 +16,7 @@ from hugginggpt.events import (
     ErrorKind,
     ModelSelected,
     Outcome,
+    Phase,
     PlanReady,
     PlanRejected,
     Stage,
@@ -23,6 +24,7 @@ from hugginggpt.events import (
     TaskFailed,
     TaskFinished,
     TaskPlanned,
+    TaskProgress,
     TaskSkipped,
     TaskStarted,
 )
@@ -171,6 +173,22 @@ def test_states_tell_the_truth_skipped_stopped_and_failed_plans():
     view.feed(Done(Outcome.FAILED, error=error, error_kind=ErrorKind.PLAN))
     assert view.plan_box["metadata"]["title"] == "No valid plan: rejected 3 times"  # agrees with the error
     assert all(f"attempt {n}: problem {n}" in view.plan_box["content"] for n in (1, 2, 3))
+
+
+def test_a_task_box_shows_its_download_then_its_load_in_its_log_line():
+    view = RunView("r4")
+    view.feed(PlanReady(PLAN, 1))
+    view.feed(TaskStarted(2, "text-to-image", "a/paint"))
+    box = by_title(view)["Task 2 · text-to-image · a/paint · ◔ running"]
+    view.feed(
+        TaskProgress(2, "text-to-image", "a/paint", Phase.DOWNLOAD, 1_200_000_000, 4_000_000_000, 35e6, 80)
+    )
+    assert box["metadata"]["log"] == "downloading 1.2 GB of 4 GB · 35 MB/s · 1 min left"
+    view.feed(TaskProgress(2, "text-to-image", "a/paint", Phase.LOAD))
+    assert box["metadata"]["log"] == "loading weights"
+    view.feed(TaskFailed(2, "text-to-image", "a/paint", "out of memory", True, 3.0))
+    view.feed(TaskProgress(2, "text-to-image", "a/paint", Phase.LOAD))  # late, from a timed-out call
+    assert "log" not in box["metadata"]  # the line goes as the task ends, and stays gone
 
 
 def test_the_plan_drawing_stays_the_same_while_the_run_goes_and_shows_the_end_states(tmp_path):

@@ -37,10 +37,12 @@ from hugginggpt.events import (
     TaskFailed,
     TaskFinished,
     TaskPlanned,
+    TaskProgress,
     TaskSkipped,
     TaskStarted,
 )
 from hugginggpt.plan import RESOURCE_REF, Plan
+from hugginggpt.task_progress import words
 
 from .plan_graph import plan_mermaid
 from .safe_html import clean, plain
@@ -261,6 +263,10 @@ class RunView:
                 if attempt > 1:
                     _add(node, f"Attempt {attempt}: trying {self._link(model)}")
                 self._task_started[i] = self.clock()
+            case TaskProgress(task_id=i) as progress:  # the box's log line, until the task ends
+                box = self._tasks.get(i)
+                if box is not None and self.states.get(i) == "running":
+                    box["metadata"]["log"] = plain(words(progress))
             case TaskFinished():
                 self._finished(event)
             case TaskFailed(task_id=i, task=task, model=model, error=error, final=final, seconds=seconds):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,6 +29,13 @@ class StopSignal(Protocol):
     """Set when the caller no longer wants the result (Stop pressed, time-out): a threading.Event."""
 
     def is_set(self) -> bool: ...
+
+
+# Where the task being run wants to hear how its model's download and load go: (phase "download" or
+# "load", bytes so far, bytes in all). The executor sets it around each call, so that every wrapper
+# (cache, router, telemetry) passes it on untouched; an endpoint that downloads or loads (local) calls it.
+ProgressReport = Callable[[str, int, int], None]
+progress_report: ContextVar[ProgressReport | None] = ContextVar("progress_report", default=None)
 
 
 @dataclass(frozen=True)

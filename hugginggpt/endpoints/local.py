@@ -15,7 +15,7 @@ from ..artifacts import Artifact
 from ..catalog import ModelCard
 from ..plain_errors import in_words
 from ..text import shorten
-from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal
+from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal, progress_report
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +39,13 @@ class LocalEndpoint(Endpoint):
     @staticmethod
     def prefetch(model: ModelCard) -> None:
         """Download the model's weights now, without loading them (ZeroGPU: before the GPU is held).
-        A no-op without the runtime; raises what the download raised."""
+        A no-op without the runtime; raises what the download raised. The download's progress goes to
+        the running task's progress_report, as a call's does."""
         try:
             import models_local
         except ImportError:
             return
-        models_local.prefetch(model.source)
+        models_local.prefetch(model.source, progress=progress_report.get())
 
     def can_run(self, model: ModelCard) -> bool:
         try:
@@ -96,7 +97,8 @@ class LocalEndpoint(Endpoint):
             raise ModelUnavailable(f"{model.id}: the local runtime is not installed ({exc})") from None
         args = {name: str(value) for name, value in inputs.items()}  # the runtime takes plain strings
         try:
-            raw = models_local.run(task, model.source, args, Path(out_dir), stop=stop)
+            progress = progress_report.get()
+            raw = models_local.run(task, model.source, args, Path(out_dir), stop=stop, progress=progress)
         except models_local.Stopped:
             raise Stopped(f"{model.id}: stopped") from None
         except models_local.RuntimeUnsupported as exc:

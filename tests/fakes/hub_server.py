@@ -8,7 +8,10 @@ Serves what HfApi.list_models, HfApi.model_info and a README download need: GET 
 name, or "all"), sort=downloads|likes, limit, expand), GET /api/models/{repo} (expand; an unknown
 repo is a 404 with X-Error-Code RepoNotFound, as the Hub answers) and
 GET /{repo}/resolve/{revision}/README.md; with blobs=true (files_metadata), a model's `files` and
-their sizes as its siblings. A model's `providers` is its inference provider mapping
+their sizes as its siblings. A model with a `folder` serves that folder's files as its repo, as
+snapshot_download asks for them (GET /api/models/{repo}/revision/{rev}, .../tree/{rev}, HEAD and
+GET /{repo}/resolve/{rev}/{file}); `chunk_bytes` and `chunk_seconds` make the files come slowly.
+A model's `providers` is its inference provider mapping
 ({provider: {"status", "task"}}), sent in the Hub's shapes: a list from /api/models, a mapping
 from /api/models/{repo}. `hub.requests` records each request's path and query; `api_status=401`
 (say) makes /api/models fail with that status.
@@ -16,10 +19,13 @@ from /api/models/{repo}. `hub.requests` records each request's path and query; `
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Self
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -41,6 +47,12 @@ class HubModel:
     providers: dict[str, dict[str, str]] = field(default_factory=dict)  # {"fal-ai": {"status", "task"}}
     info_status: int = 200  # /api/models/{id} answers with this HTTP error status when not 200
     files: dict[str, int] = field(default_factory=dict)  # the repo's files and their sizes (blobs=true)
+    folder: Path | None = None  # a model folder whose files this repo serves for download
+
+    def served(self) -> dict[str, Path]:
+        if self.folder is None:
+            return {}
+        return {str(p.relative_to(self.folder)): p for p in sorted(self.folder.rglob("*")) if p.is_file()}
 
     def mapping(self, *, as_list: bool) -> list[dict[str, str]] | dict[str, dict[str, str]]:
         entries = {p: {"providerId": f"{p}/{self.id}", **m} for p, m in self.providers.items()}
@@ -68,8 +80,16 @@ class HubModel:
 
 
 class FakeHub:
-    def __init__(self, models: list[HubModel], *, api_status: int = 200):
+    def __init__(
+        self,
+        models: list[HubModel],
+        *,
+        api_status: int = 200,
+        chunk_bytes: int = 1 << 20,
+        chunk_seconds: float = 0.0,
+    ):
         self.models = list(models)
+        self.chunk_bytes, self.chunk_seconds = chunk_bytes, chunk_seconds
         self.api_status = api_status  # answer /api/models with this HTTP error status when not 200
         self.requests: list[dict[str, Any]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -138,6 +158,10 @@ class FakeHub:
                 if path == "/api/models":
                     body = json.dumps(hub.list_models(query)).encode()
                     return self._send(200, body, "application/json")
+                if path.startswith("/api/models/") and ("/revision/" in path or "/tree/" in path):
+                    return self._repo(path.removeprefix("/api/models/"))
+                if "/resolve/" in path and not path.endswith("/README.md"):
+                    return self._file(path)
                 if path.startswith("/api/models/"):
                     repo = path.removeprefix("/api/models/")
                     model = next((m for m in hub.models if m.id == repo), None)
@@ -162,4 +186,55 @@ class FakeHub:
 
             do_HEAD = do_GET
 
+            def _model(self, repo: str) -> HubModel | None:
+                return next((m for m in hub.models if m.id == repo and m.folder is not None), None)
+
+            def _repo(self, rest: str) -> None:
+                """A served repo's revision (its commit and files) or its file tree."""
+                kind = "/revision/" if "/revision/" in rest else "/tree/"
+                model = self._model(rest.split(kind)[0])
+                if model is None:
+                    body = json.dumps({"error": "Repository not found"}).encode()
+                    return self._send(404, body, "application/json", {"X-Error-Code": "RepoNotFound"})
+                files = model.served()
+                if kind == "/tree/":
+                    tree = [
+                        {"type": "file", "oid": _etag(p), "size": p.stat().st_size, "path": name}
+                        for name, p in files.items()
+                    ]
+                    return self._send(200, json.dumps(tree).encode(), "application/json")
+                info = {"id": model.id, "sha": COMMIT, "siblings": [{"rfilename": f} for f in files]}
+                return self._send(200, json.dumps(info).encode(), "application/json")
+
+            def _file(self, path: str) -> None:
+                repo, _, rest = path.strip("/").partition("/resolve/")
+                model = self._model(repo)
+                file = model.served().get(rest.partition("/")[2]) if model else None
+                if file is None:
+                    body = json.dumps({"error": "Entry not found"}).encode()
+                    return self._send(404, body, "application/json", {"X-Error-Code": "EntryNotFound"})
+                body = file.read_bytes()
+                self.send_response(200)
+                for key, value in {
+                    "Content-Type": "application/octet-stream",
+                    "Content-Length": str(len(body)),
+                    "ETag": f'"{_etag(file)}"',
+                    "X-Repo-Commit": COMMIT,
+                }.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                if self.command == "HEAD":
+                    return
+                for start in range(0, len(body), hub.chunk_bytes):  # slowly, as a big file comes
+                    self.wfile.write(body[start : start + hub.chunk_bytes])
+                    self.wfile.flush()
+                    time.sleep(hub.chunk_seconds)
+
         return Handler
+
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _etag(file: Path) -> str:
+    return hashlib.sha1(file.read_bytes()).hexdigest()

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 
-from hugginggpt.events import AnswerDelta, Done, ErrorKind, Outcome
+from hugginggpt.events import AnswerDelta, Done, ErrorKind, Outcome, TaskProgress
 from hugginggpt.progress import describe
 
 from ..api_files import MAX_FILES, InputRefused, answer_with_urls, result_json, root_url
@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 MODEL = "hugginggpt"
 INTERNAL = "Internal error; the server log has the details."
 HEARTBEAT_SECONDS = 15.0  # an SSE comment this often keeps proxies from closing a quiet stream
+# Reasoning is a log, not a line to redraw: a download shows in it this often at most (a new phase at
+# once).
+PROGRESS_SECONDS = 5.0
 # A failed run's status: bad input is the client's; a plan or LLM failure is the upstream LLM's.
 _FAILURES = {
     ErrorKind.INPUT: (400, "invalid_request_error", "invalid_input"),
@@ -190,17 +193,28 @@ class _Reply:
         self.include_usage = include_usage
         self.reasoning: list[str] = []
         self.answer: list[str] = []
+        self._progress: dict[int, tuple[str, float]] = {}  # per task: its phase and when it was shown
 
     def _feed(self, item: Any) -> tuple[str, str]:
         """(reasoning, content) text this item adds."""
         if isinstance(item, AnswerDelta):
             self.answer.append(item.text)
             return "", item.text
+        if isinstance(item, TaskProgress) and not self._shows(item):
+            return "", ""
         line = describe(item, self.root) if item is not None and not isinstance(item, Finished) else None
         if line:
             self.reasoning.append(line + "\n")
             return line + "\n", ""
         return "", ""
+
+    def _shows(self, progress: TaskProgress) -> bool:
+        now = time.monotonic()
+        shown = self._progress.get(progress.task_id)
+        if shown is not None and shown[0] == progress.phase and now - shown[1] < PROGRESS_SECONDS:
+            return False
+        self._progress[progress.task_id] = (progress.phase, now)
+        return True
 
     async def whole(self, items: AsyncGenerator[Any, None], request: Request) -> Response:
         finished = None
