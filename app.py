@@ -515,7 +515,6 @@ class ChatPage:
         ui = self.ui
         # Stop shows first, then the request runs (two listeners on one trigger would run in turn).
         show_stop = (lambda: gr.Button(visible=True), None, ui.stop)
-        started = ui.box.submit(*show_stop, queue=False, **QUIET)
         finish = (self.after_run, [ui.conv_key, ui.store], [ui.box, ui.stop, ui.store, ui.earlier])
         self.plan_controls = review_panel.Wiring(
             gr, ui.review, self.chat, session_of=self.conversation_key, conv_key=ui.conv_key,
@@ -524,6 +523,10 @@ class ChatPage:
         )  # fmt: skip
         self.plan_controls.wire()
         self.refresh = (self.plan_controls.refresh, [ui.conv_key], self.plan_controls.state_outputs)
+        busy = [ui.stop, *self.plan_controls.busy_outputs]  # the re-run buttons are disabled meanwhile
+        started = ui.box.submit(
+            lambda: (gr.Button(visible=True), *self.plan_controls.busy()), None, busy, queue=False, **QUIET
+        )
         self.run = started.then(
             # Gradio asks for sign-in routes only when a handler takes a token: off a Space they need a login.
             self.respond_signed_in if self.host.settings.uses_oauth else self.respond,

@@ -1,0 +1,69 @@
+"""The page keeps the person's view honest (issue 20), in a real headless Chromium: the re-run
+buttons are disabled while a run goes (a click would do nothing; the regenerate buttons hide) and
+enabled after it."""
+
+import contextlib
+
+import pytest
+from app_support import app_settings, fake_catalog, photo, responder, running_app
+from fakes.endpoints import FakeEndpoint
+from fakes.llm_server import Reply
+from test_browser import _browser_or_skip, chromium, open_app
+
+CATALOG = fake_catalog()
+DISABLED = "id => document.querySelector('#' + id)?.disabled === true"
+ENABLED = "id => document.querySelector('#' + id)?.disabled === false"
+
+
+def ask(page, text: str) -> None:
+    box = page.locator("#request textarea")
+    box.fill(text)
+    box.press("Enter")
+
+
+@contextlib.contextmanager
+def slow_plans(server, seconds: float):
+    """Requests tagged [slow] are planned after `seconds`: a run long enough to look at."""
+
+    def slow(stage, body):
+        if stage == "plan" and "[slow]" in body["messages"][-1]["content"]:
+            return Reply('{"tasks": []}', delay=seconds)
+        return responder(stage, body)
+
+    server.responder = slow
+    try:
+        yield
+    finally:
+        server.responder = responder
+
+
+@pytest.mark.browser
+def test_the_rerun_buttons_are_disabled_while_a_run_goes(llm_server, tmp_path):
+    sync_playwright = _browser_or_skip()
+    endpoint = FakeEndpoint(duration=0.05)
+    with (
+        running_app(app_settings(llm_server, tmp_path / "ws"), catalog=CATALOG, endpoint=endpoint) as demo,
+        sync_playwright() as p,
+        chromium(p) as browser,
+        slow_plans(llm_server, 3.0),
+    ):
+        page = open_app(browser, demo.local_url, height=1400)
+        chat = page.locator("#chat")
+        page.locator("#request input[type=file]").set_input_files(str(photo(tmp_path / "street.png")))
+        page.locator("#request img").first.wait_for()
+        ask(page, "[conv-one] caption this, draw it and read it aloud")
+        chat.get_by_text("Answer for conv-one").wait_for()
+        page.locator("#stop").wait_for(state="hidden")
+        for button in ("edit-last", "regenerate-1", "run-trace"):
+            page.wait_for_function(ENABLED, arg=button)
+
+        ask(page, "[conv-two] [slow] say hello")
+        page.locator("#stop").wait_for()
+        for button in ("edit-last", "run-trace"):
+            page.wait_for_function(DISABLED, arg=button)
+        page.locator("#regenerate-1").wait_for(state="hidden")  # with its area, till the run ends
+        assert chat.get_by_text("Answer for conv-two").count() == 0  # still running
+
+        chat.get_by_text("Answer for conv-two").wait_for()
+        for button in ("edit-last", "run-trace"):  # that run made no image: nothing to regenerate
+            page.wait_for_function(ENABLED, arg=button)
