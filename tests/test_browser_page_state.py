@@ -67,3 +67,22 @@ def test_the_rerun_buttons_are_disabled_while_a_run_goes(llm_server, tmp_path):
         chat.get_by_text("Answer for conv-two").wait_for()
         for button in ("edit-last", "run-trace"):  # that run made no image: nothing to regenerate
             page.wait_for_function(ENABLED, arg=button)
+
+
+@pytest.mark.browser
+def test_one_settings_entry_point_whose_empty_fields_show_what_the_server_uses(llm_server, tmp_path):
+    sync_playwright = _browser_or_skip()
+    with (
+        running_app(app_settings(llm_server, tmp_path / "ws"), catalog=CATALOG) as demo,
+        sync_playwright() as p,
+        chromium(p) as browser,
+    ):
+        page = open_app(browser, demo.local_url, height=900)
+        page.locator("footer").get_by_text("API", exact=False).first.wait_for()  # the footer is there
+        assert page.get_by_text("Settings", exact=True).count() == 1  # Gradio's footer link is not
+        page.locator("#settings").get_by_text("Settings", exact=True).click()
+        url, model = page.get_by_label("LLM base URL"), page.get_by_label("LLM model")
+        assert url.input_value() == "" and model.input_value() == ""  # empty: the server's
+        assert url.get_attribute("placeholder") == f"{llm_server.url} (the server's)"
+        assert model.get_attribute("placeholder") == "fake-controller (the server's)"
+        page.locator("#status").get_by_text(f"fake-controller at {llm_server.url}").wait_for()
