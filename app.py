@@ -602,6 +602,8 @@ def launch_options(max_upload_bytes: int = 20_000_000, *, demo: Any = None) -> d
         "run_history": False,
         # One Settings entry point, the page's own: Gradio's footer link opens its display settings.
         "footer_links": ["api", "gradio"],
+        # Boxes the person opened in the chat stay open across a reload (kept in the browser).
+        "js": (ROOT / "webui" / "open_boxes.js").read_text(encoding="utf-8"),
         # Only the example files are served by path; conversations' files are served from Gradio's
         # cache under random folder names, each copy deleted when its conversation ends (webui.files).
         "allowed_paths": [str(ASSETS)],

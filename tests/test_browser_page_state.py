@@ -86,3 +86,54 @@ def test_one_settings_entry_point_whose_empty_fields_show_what_the_server_uses(l
         assert url.get_attribute("placeholder") == f"{llm_server.url} (the server's)"
         assert model.get_attribute("placeholder") == "fake-controller (the server's)"
         page.locator("#status").get_by_text(f"fake-controller at {llm_server.url}").wait_for()
+
+
+OPEN = """() => [...document.querySelectorAll('#chat .thought-group > .title')].filter(t =>
+  !/rotate\\(0/.test(t.querySelector('.arrow').style.transform)).map(t => t.innerText.trim())"""
+
+
+def is_open(page, prefix: str) -> bool:
+    return any(title.startswith(prefix) for title in page.evaluate(OPEN))
+
+
+def wait_open(page, prefix: str) -> None:
+    page.wait_for_function(f"() => ({OPEN})().some(t => t.startsWith({prefix!r}))")
+
+
+@pytest.mark.browser
+def test_the_boxes_the_person_opened_stay_open_across_a_reload(llm_server, tmp_path):
+    sync_playwright = _browser_or_skip()
+    with (
+        running_app(
+            app_settings(llm_server, tmp_path / "ws"), catalog=CATALOG, endpoint=FakeEndpoint()
+        ) as demo,
+        sync_playwright() as p,
+        chromium(p) as browser,
+    ):
+        page = open_app(browser, demo.local_url, height=1400)
+        chat = page.locator("#chat")
+        page.locator("#request input[type=file]").set_input_files(str(photo(tmp_path / "street.png")))
+        page.locator("#request img").first.wait_for()
+        ask(page, "[conv-boxes] caption this, draw it and read it aloud")
+        chat.get_by_text("Answer for conv-boxes").wait_for()
+        page.locator("#stop").wait_for(state="hidden")
+        work, plan = "3 tasks · 3 models", "Plan: 3 tasks"
+        assert not is_open(page, work) and not is_open(page, plan)  # a finished run's boxes are folded
+        chat.locator(".thought-group > .title", has_text=work).click()
+        chat.locator(".thought-group > .title", has_text=plan).click()  # a box inside it
+        wait_open(page, work)
+        wait_open(page, plan)
+        page.wait_for_timeout(300)  # the click is recorded just after Gradio's toggle
+
+        page.reload()
+        chat.get_by_text("Answer for conv-boxes").wait_for()
+        wait_open(page, work)
+        wait_open(page, plan)
+        # folded again by the person: folded after the next reload too
+        chat.locator(".thought-group > .title", has_text=plan).click()
+        page.wait_for_timeout(300)
+        page.reload()
+        chat.get_by_text("Answer for conv-boxes").wait_for()
+        wait_open(page, work)
+        page.wait_for_timeout(500)
+        assert not is_open(page, plan)
