@@ -40,7 +40,7 @@ from webui.headers import ContentSecurityPolicy
 from webui.host import Host
 from webui.metrics_route import route as metrics_route
 from webui.proxy_warning import ProxyWarning
-from webui.settings_panel import field_problems, status_for
+from webui.settings_panel import field_problems, placeholders, status_for
 from webui.upload_quota import UploadQuota
 from webui.visitors import Visitors
 
@@ -252,6 +252,7 @@ class ChatPage:
         """base_url, model, key, mode, top_k, keep_key, the problems under the typed fields, and the
         limits on the models."""
         settings = self.host.settings
+        server = placeholders(settings)  # an empty field means the server's value, shown greyed in it
         with gr.Accordion("Settings", open=False, elem_id="settings"):
             gr.Markdown("These apply to this browser only; the API key is kept only if you tick the box.")
             problems = {}
@@ -259,15 +260,17 @@ class ChatPage:
                 with gr.Column(min_width=220):
                     base_url = gr.Textbox(
                         label="LLM base URL",
-                        value=settings.llm_base_url or "",
-                        placeholder="https://api.openai.com/v1 (OpenAI-compatible)",
+                        value="",
+                        placeholder=server["base_url"],
+                        info="An OpenAI-compatible server; empty: the server's",
                     )
                     problems["base_url"] = gr.Markdown(visible=False, elem_classes="field-problem")
                 with gr.Column(min_width=220):
                     model = gr.Textbox(
                         label="LLM model",
-                        value=settings.llm_model or "",
-                        placeholder="gpt-4o-mini, Qwen/Qwen2.5-72B-Instruct, ...",
+                        value="",
+                        placeholder=server["model"],
+                        info="e.g. gpt-4o-mini; empty: the server's",
                     )
                     problems["model"] = gr.Markdown(visible=False, elem_classes="field-problem")
                 with gr.Column(min_width=220):
@@ -480,7 +483,7 @@ class ChatPage:
         base = self.host.settings
         return (
             key, *self.shown(key), store, self.listing(store),
-            s.get("base_url", base.llm_base_url or ""), s.get("model", base.llm_model or ""),
+            s.get("base_url", ""), s.get("model", ""),  # empty: the server's, as the placeholders say
             s.get("api_key", ""), s.get("mode") if s.get("mode") in INFERENCE_MODES else base.inference,
             min(10, max(1, int(s.get("top_k") or base.top_k))),
             bool(s.get("api_key")), bool(s.get("review", base.review)),
@@ -515,7 +518,6 @@ class ChatPage:
         ui = self.ui
         # Stop shows first, then the request runs (two listeners on one trigger would run in turn).
         show_stop = (lambda: gr.Button(visible=True), None, ui.stop)
-        started = ui.box.submit(*show_stop, queue=False, **QUIET)
         finish = (self.after_run, [ui.conv_key, ui.store], [ui.box, ui.stop, ui.store, ui.earlier])
         self.plan_controls = review_panel.Wiring(
             gr, ui.review, self.chat, session_of=self.conversation_key, conv_key=ui.conv_key,
@@ -524,6 +526,10 @@ class ChatPage:
         )  # fmt: skip
         self.plan_controls.wire()
         self.refresh = (self.plan_controls.refresh, [ui.conv_key], self.plan_controls.state_outputs)
+        busy = [ui.stop, *self.plan_controls.busy_outputs]  # the re-run buttons are disabled meanwhile
+        started = ui.box.submit(
+            lambda: (gr.Button(visible=True), *self.plan_controls.busy()), None, busy, queue=False, **QUIET
+        )
         self.run = started.then(
             # Gradio asks for sign-in routes only when a handler takes a token: off a Space they need a login.
             self.respond_signed_in if self.host.settings.uses_oauth else self.respond,
@@ -594,6 +600,10 @@ def launch_options(max_upload_bytes: int = 20_000_000, *, demo: Any = None) -> d
         # No run history: Gradio would keep every request's inputs, the typed API key among them,
         # in the browser's localStorage.
         "run_history": False,
+        # One Settings entry point, the page's own: Gradio's footer link opens its display settings.
+        "footer_links": ["api", "gradio"],
+        # Boxes the person opened in the chat stay open across a reload (kept in the browser).
+        "js": (ROOT / "webui" / "open_boxes.js").read_text(encoding="utf-8"),
         # Only the example files are served by path; conversations' files are served from Gradio's
         # cache under random folder names, each copy deleted when its conversation ends (webui.files).
         "allowed_paths": [str(ASSETS)],

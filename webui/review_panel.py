@@ -93,6 +93,10 @@ class Wiring:
             after_run,
         )
         self.state_outputs = [controls.form, controls.regenerable, controls.edit_last, controls.area]
+        self.state_outputs.append(controls.trace)
+        # What a run disables while it goes (a click would do nothing): the re-run buttons; the
+        # regenerate buttons hide with their area (a redrawn button would drop its pending steps).
+        self.busy_outputs = [controls.edit_last, controls.trace, controls.area]
         self.refresh = self._refresh_fn()
 
     def wire(self) -> None:
@@ -108,6 +112,11 @@ class Wiring:
                 elif regenerable:
                     self._draw_regenerate(regenerable)
 
+    def busy(self) -> tuple[Any, Any, Any]:
+        """For `busy_outputs` as a run starts; `refresh` undoes it when the run has ended."""
+        gr = self.gr
+        return gr.Button(interactive=False), gr.UploadButton(interactive=False), gr.Column(visible=False)
+
     # ---- handlers (made here so that Gradio sees their gr.Request annotation) ---------------------
 
     def _refresh_fn(self):
@@ -115,7 +124,8 @@ class Wiring:
 
         def refresh(key: str, request: gradio.Request):
             form, regenerable, can_edit = state_of(chat, session_of(key, request))
-            return form, regenerable, gr.Button(visible=can_edit), gr.Column(visible=True)
+            idle = gr.Button(visible=can_edit, interactive=True), gr.Column(visible=True)
+            return form, regenerable, *idle, gr.UploadButton(interactive=True)
 
         return refresh
 
@@ -124,7 +134,7 @@ class Wiring:
 
         def on_edit_last(key: str, request: gradio.Request):
             form = review_chat.edit_last_run(chat, session_of(key, request))
-            return form, [], gr.Button(visible=form is None), gr.Column(visible=True)
+            return form, [], gr.Button(visible=form is None), gr.Column(visible=True), gr.skip()
 
         return on_edit_last
 
@@ -137,8 +147,8 @@ class Wiring:
             )
             if problem:
                 gr.Warning(problem)
-                return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-            return form, [], gr.Button(visible=False), gr.Column(visible=True)
+                return (gr.skip(),) * 5
+            return form, [], gr.Button(visible=False), gr.Column(visible=True), gr.skip()
 
         return on_trace
 
@@ -151,14 +161,12 @@ class Wiring:
         """A run from a button drawn by gr.render: the controls hide and Stop shows, the run streams
         into the chat, then the app's and the controls' state follow. The form's state changes last
         only: a change redraws the form, and Gradio drops a redrawn button's pending steps."""
-        gr = self.gr
-
         show_stop, _, stop = self.before_run
 
         def started():
-            return gr.Column(visible=False), show_stop()
+            return show_stop(), *self.busy()
 
-        begun = trigger(started, None, [self.controls.area, stop], queue=False, **QUIET)
+        begun = trigger(started, None, [stop, *self.busy_outputs], queue=False, **QUIET)
         ran = begun.then(fn, inputs, self.run_outputs, **QUIET)
         ran.then(*self.after_run, **QUIET).then(self.refresh, [self.conv_key], self.state_outputs, **QUIET)
 

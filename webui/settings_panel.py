@@ -6,9 +6,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from hugginggpt.factory import DEFAULT_SERVER_MODEL
+from hugginggpt.llm import OPENAI_BASE_URL, without_credentials
+
 from .session_settings import LLMChoice
 
 if TYPE_CHECKING:
+    from hugginggpt.config import Settings
+
     from .host import Host
 
 FIELDS = ("base_url", "model", "top_k")
@@ -35,3 +40,15 @@ def status_for(host: Host, choice: LLMChoice, problems: dict[str, str]) -> str:
     usable = replace(choice, **blank)
     line = host.status(usable)
     return line + (" · **Settings:** fix the field marked in Settings" if problems else "")
+
+
+def placeholders(s: Settings) -> dict[str, str]:
+    """What an empty LLM field means: the server's own choice (the status line shows it too; a URL
+    without its credentials)."""
+    if not s.uses_server:
+        return {"base_url": "none: a local model is the controller", "model": f"{s.local_llm_model} (local)"}
+    url = without_credentials(s.llm_base_url or OPENAI_BASE_URL)
+    return {
+        "base_url": f"{url} (the server's)",
+        "model": f"{s.llm_model or DEFAULT_SERVER_MODEL} (the server's)",
+    }
