@@ -33,7 +33,7 @@ from . import metrics
 from .artifacts import Artifact
 from .catalog import ModelCard
 from .config import CACHE_SCOPES
-from .endpoints import Endpoint, StopSignal
+from .endpoints import Endpoint, StopSignal, WrappedEndpoint
 from .hashing import file_sha256, folder_sha256, folder_signature, value_sha256
 
 try:
@@ -249,23 +249,13 @@ class ResultCache:
                 yield
 
 
-class CachingEndpoint(Endpoint):
+class CachingEndpoint(WrappedEndpoint):
     """Serves a task from the cache when it can; otherwise runs it on `inner` and stores the outputs."""
 
     def __init__(self, inner: Endpoint, cache: ResultCache, scope: str):
-        self.inner = inner
+        super().__init__(inner)
         self.cache = cache
         self.scope = scope
-        self.name = inner.name
-
-    def describe(self) -> str:
-        return self.inner.describe()
-
-    def can_run(self, model: ModelCard) -> bool:
-        return self.inner.can_run(model)
-
-    def warm(self, task: str, model: ModelCard) -> bool:
-        return self.inner.warm(task, model)
 
     def run(
         self,

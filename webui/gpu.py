@@ -23,7 +23,7 @@ from typing import Any
 
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
-from hugginggpt.endpoints import Endpoint, LocalEndpoint, StopSignal
+from hugginggpt.endpoints import Endpoint, LocalEndpoint, StopSignal, WrappedEndpoint
 
 try:
     import spaces
@@ -85,18 +85,17 @@ def on_gpu(endpoint: Endpoint, context: contextvars.Context | None = None) -> En
     return GPUEndpoint(endpoint, context)
 
 
-class GPUEndpoint(Endpoint):
+class GPUEndpoint(WrappedEndpoint):
     def __init__(self, inner: Endpoint, context: contextvars.Context | None = None, runner: Any = None):
-        self.inner = inner
+        super().__init__(inner)
         self.context = context
         self.runner = runner or run_on_gpu
-        self.name = inner.name
 
     def describe(self) -> str:
         return self.inner.describe() + " on ZeroGPU"
 
-    def can_run(self, model: ModelCard) -> bool:
-        return self.inner.can_run(model)
+    def warm(self, task: str, model: ModelCard) -> bool:
+        return False  # ZeroGPU loads in the GPU call's own process: a load here would be wasted
 
     def run(
         self,

@@ -1,6 +1,14 @@
 """Where models run. The pipeline talks to every endpoint through `Endpoint`."""
 
-from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal
+from .base import (
+    Endpoint,
+    EndpointError,
+    Footprint,
+    ModelUnavailable,
+    Stopped,
+    StopSignal,
+    WrappedEndpoint,
+)
 from .hosted import HostedEndpoint
 from .local import LocalEndpoint
 from .remote import RemoteEndpoint
@@ -51,5 +59,6 @@ __all__ = [
     "StopSignal",
     "Stopped",
     "build_backends",
+    "WrappedEndpoint",
     "build_endpoint",
 ]

@@ -88,3 +88,24 @@ class Endpoint(ABC):
     def footprint(self, model: ModelCard) -> Footprint:
         """What running `model` here takes: by default it runs elsewhere, so nothing on this machine."""
         return Footprint(self.name, size_bytes=model.size_bytes)
+
+
+class WrappedEndpoint(Endpoint):
+    """An endpoint around another (the result cache, the observer, ZeroGPU): everything but `run` is
+    the inner one's, so a hook added to Endpoint reaches every wrapper without editing each."""
+
+    def __init__(self, inner: Endpoint) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def can_run(self, model: ModelCard) -> bool:
+        return self.inner.can_run(model)
+
+    def warm(self, task: str, model: ModelCard) -> bool:
+        return self.inner.warm(task, model)
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def footprint(self, model: ModelCard) -> Footprint:
+        return self.inner.footprint(model)

@@ -13,7 +13,7 @@ from typing import Any
 from .. import metrics, telemetry
 from ..artifacts import Artifact
 from ..catalog import ModelCard
-from .base import Endpoint, EndpointError, StopSignal
+from .base import Endpoint, EndpointError, StopSignal, WrappedEndpoint
 
 # Which backend answered the call this context is making: set by the router (ran_on).
 _ANSWERED_BY: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("answered_by", default=None)
@@ -26,20 +26,11 @@ def ran_on(backend: str) -> None:
         answered.append(backend)
 
 
-class ObservedEndpoint(Endpoint):
+class ObservedEndpoint(WrappedEndpoint):
     def __init__(self, inner: Endpoint, *, where: str) -> None:
         """`where`: the name reported when no router says which backend answered."""
-        self.inner, self.where = inner, where
-        self.name = inner.name
-
-    def describe(self) -> str:
-        return self.inner.describe()
-
-    def can_run(self, model: ModelCard) -> bool:
-        return self.inner.can_run(model)
-
-    def warm(self, task: str, model: ModelCard) -> bool:
-        return self.inner.warm(task, model)
+        super().__init__(inner)
+        self.where = where
 
     def run(
         self,
