@@ -18,7 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from .serving import POLL_SECONDS
+from .serving import serve_in_thread
 
 
 @dataclass(frozen=True)
@@ -47,16 +47,13 @@ class OTLPReceiver:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True
-        )
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_port}"
 
     def __enter__(self) -> OTLPReceiver:
-        self._thread.start()
+        serve_in_thread(self._server)
         return self
 
     def __exit__(self, *exc: object) -> None:
