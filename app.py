@@ -29,7 +29,7 @@ from hugginggpt.config import Settings, load_settings
 from hugginggpt.endpoints import Endpoint
 from hugginggpt.llm import LLM
 from hugginggpt.modes import INFERENCE_MODES
-from webui import review_panel, saved
+from webui import message_actions, review_chat, review_panel, saved, turns
 from webui.browser_secret import browser_secret
 from webui.callers import trust_no_forwarding_in_uvicorn
 from webui.calls import Calls
@@ -191,11 +191,12 @@ class ChatPage:
             gr.LoginButton(elem_id="login")
         status = gr.Markdown(elem_id="status")
         new, earlier, undo = self._conversation_row()
-        welcome: Any = self.host.welcome()  # messages as dicts, which Gradio accepts
         chatbot = gr.Chatbot(
-            value=welcome,
+            value=[],
+            placeholder=self.host.welcome() or None,  # said while the chat is empty
             label="Conversation",
             elem_id="chat",
+            editable="user",  # the pencil on a request: edit its words and run it again in place
             height="calc(100dvh - 300px)",  # the message box in view on first load (test_browser_layout)
             autoscroll=True,
             group_consecutive_messages=True,  # a request's work, media and answer read as one turn
@@ -331,18 +332,21 @@ class ChatPage:
         """The browser's conversation key; API clients (no browser store) are keyed by session."""
         return self.visitors.key(conv_key, _session(request))
 
-    def published(self, key: str, messages: list[dict[str, Any]], trace_files: list[str]):
-        """The chat and the traces as the page gets them: the conversation's served copies."""
+    def published(self, key: str, messages: list[dict[str, Any]], trace_files: list[str], running: bool):
+        """The chat and the traces as the page gets them: the conversation's served copies, and once
+        no run goes, the actions under the last message (webui.message_actions)."""
         conv = self.host.find(key)
         if conv is None:  # none yet (its first message makes it): no file of its own to serve
             return messages, []
+        if not running:
+            messages = message_actions.with_options(messages, message_actions.options(conv))
         return self.publisher.messages(conv, messages), [self.publisher.file(conv, t) for t in trace_files]
 
     def shown(self, key: str) -> tuple[list[dict[str, Any]], list[str]]:
         conv = self.host.find(key)
         if conv is None:  # a page load or a new conversation makes nothing until its first message
-            return self.host.welcome(), []
-        return self.published(key, conv.display, conv.traces)
+            return [], []
+        return self.published(key, conv.display, conv.traces, conv.cancel is not None)
 
     def exists(self, key: str) -> bool:
         return self.host.conversations.title(key) is not None
@@ -394,6 +398,10 @@ class ChatPage:
             hf_token=hf_token,
             review=bool(review),
         )
+        yield from self.streamed(session, updates)
+
+    def streamed(self, session: str, updates: Any):
+        """A run's chat updates as the page gets them: (chatbot, traces, message box)."""
         for messages, trace_files, running in updates:
             conv = self.host.find(session)
             if conv is None:  # refused a conversation (the table is full): the message says why
@@ -402,9 +410,66 @@ class ChatPage:
             if conv.ended:  # the conversation ended meanwhile: nothing more is served for it
                 return
             yield (
-                *self.published(session, messages, trace_files),
+                *self.published(session, messages, trace_files, running),
                 gr.MultimodalTextbox(value=None, interactive=not running),
             )
+
+    # ---- actions on the chat's messages (webui.message_actions, webui.turns) ------------------------
+
+    def on_retry(self, request: Any, data: Any, hf_token: str | None, conv_key, *values):
+        """The chat's retry icon under the last answer: the last turn again, in place: its plan with
+        new seeds when it ran one, else its request sent again."""
+        session, the_choice, review = self._actor(conv_key, request, values)
+        conv = self.host.find(session)
+        if conv is None or not conv.turns:
+            yield from self.streamed(session, iter([(conv.display if conv else [], [], False)]))
+            return
+        last = len(conv.turns) - 1
+        if conv.last_run is not None:
+            updates = review_chat.regenerate(self.chat, session, None, the_choice, hf_token=hf_token)
+        else:
+            message = review_chat.request_of(self.chat, session, last)
+            updates = self.chat.respond(
+                session, message, the_choice, client=self.host.caller(request), hf_token=hf_token,
+                review=review, replace=last,
+            )  # fmt: skip
+        yield from self.streamed(session, updates)
+
+    def on_edit(self, request: Any, data: Any, hf_token: str | None, conv_key, *values):
+        """The pencil on a request: its new words run in place of that turn (later turns fold away)."""
+        session, the_choice, review = self._actor(conv_key, request, values)
+        conv = self.host.find(session)
+        turn = turns.index_of(conv.turns, data.index) if conv is not None else None
+        if conv is None or turn is None or conv.turns[turn].start != data.index:
+            gr.Info("That message cannot be edited here: send the request again as a new message.")
+            yield from self.streamed(session, iter([(conv.display if conv else [], [], False)]))
+            return
+        message = review_chat.request_of(self.chat, session, turn) or {"files": []}
+        message["text"] = data.value if isinstance(data.value, str) else ""
+        updates = self.chat.respond(
+            session, message, the_choice, client=self.host.caller(request), hf_token=hf_token,
+            review=review, replace=turn,
+        )  # fmt: skip
+        yield from self.streamed(session, updates)
+
+    def on_option(self, request: Any, data: Any, hf_token: str | None, conv_key, *values):
+        """An option under the last answer: a new seed for one task's media, or its plan to edit
+        (the form opens under the chat once this returns: the chain's refresh draws it)."""
+        session, the_choice, _ = self._actor(conv_key, request, values)
+        task = message_actions.regenerated_task(data.value)
+        if task is not None:
+            updates = review_chat.regenerate(self.chat, session, [task], the_choice, hf_token=hf_token)
+        else:
+            review_chat.edit_last_run(self.chat, session)
+            conv = self.host.find(session)
+            updates = iter([(conv.display, conv.traces, False)] if conv else [])
+        yield from self.streamed(session, updates)
+
+    def _actor(self, conv_key: str, request: Any, values: tuple[Any, ...]) -> tuple[str, LLMChoice, bool]:
+        """The session, the LLM choice and the review toggle of an action's inputs (Page.chat_inputs)."""
+        base_url, model, key, mode, top_k, review, limits = values
+        the_choice = _choice(base_url, model, key, mode, top_k, *(limits or ()))
+        return self.conversation_key(conv_key, request), the_choice, bool(review)
 
     def after_run(self, conv_key: str, store: Any, request: gr.Request):
         key = self.conversation_key(conv_key, request)
@@ -450,7 +515,7 @@ class ChatPage:
         key = saved.new_key() if saved.valid_key(old) else old
         if key != old:
             self.visitors.opened(_session(request), key)
-        return key, self.host.welcome(), None, gr.Button(visible=can_undo), old if can_undo else ""
+        return key, [], None, gr.Button(visible=can_undo), old if can_undo else ""
 
     def on_undo(self, deleted: str, store: Any, request: gr.Request):
         if not saved.valid_key(deleted) or self.host.conversations.undelete(deleted) is None:
@@ -541,18 +606,63 @@ class ChatPage:
             show_progress="hidden",
         )
         self.run.then(*finish, **QUIET).then(*self.refresh, **QUIET)
+        self.runs = [self.run, *self._wire_actions(finish, busy)]
         ui.stop.click(
             self.on_stop, [ui.conv_key], None, queue=False, api_name="stop", api_visibility="undocumented"
         )
 
+    def _wire_actions(self, finish: tuple[Any, ...], busy: list[Any]) -> list[Any]:
+        """The chat's retry icon, the pencil on a request and the options under the last answer: each
+        a run like a message's (Stop shows, the re-run controls wait), Gradio disabling them meanwhile."""
+        ui, runs = self.ui, []
+        for trigger, act, data_type in (
+            (ui.chatbot.retry, self.on_retry, gr.RetryData),
+            (ui.chatbot.edit, self.on_edit, gr.EditData),
+            (ui.chatbot.option_select, self.on_option, gr.SelectData),
+        ):
+            started = trigger(self._busy_for(data_type), None, busy, queue=False, **QUIET)
+            run = started.then(
+                self._handler(act, data_type), ui.chat_inputs, [ui.chatbot, ui.traces, ui.box],
+                concurrency_limit=self.concurrency, **QUIET,
+            )  # fmt: skip
+            run.then(*finish, **QUIET).then(*self.refresh, **QUIET)
+            runs.append(run)
+        return runs
+
+    def _busy_for(self, data_type: Any):
+        """The busy step before an action; opening the plan to edit runs nothing, so shows no Stop."""
+        n = 1 + len(self.plan_controls.busy_outputs)
+
+        def busy(data: data_type):
+            if data_type is gr.SelectData and message_actions.regenerated_task(data.value) is None:
+                return (gr.skip(),) * n
+            return gr.Button(visible=True), *self.plan_controls.busy()
+
+        return busy
+
+    def _handler(self, act: Any, data_type: Any):
+        """`act` as Gradio calls it: the request and the event's data first (found by annotation),
+        then the chat's inputs; on a Space with sign-in, the visitor's token too (asked only there)."""
+        if self.host.settings.uses_oauth:
+
+            def signed_in(request: gr.Request, data: data_type, token: gr.OAuthToken | None, *values):
+                yield from act(request, data, token.token if token else None, *values)
+
+            return signed_in
+
+        def handler(request: gr.Request, data: data_type, *values):
+            yield from act(request, data, None, *values)
+
+        return handler
+
     def _wire_conversations(self) -> None:
         ui, refresh = self.ui, self.refresh
         switched = [ui.conv_key, ui.chatbot, ui.traces, ui.store, ui.earlier, ui.stop, ui.undo]
-        ui.new.click(self.on_new, [ui.conv_key, ui.store], switched, cancels=[self.run], **QUIET).then(
+        ui.new.click(self.on_new, [ui.conv_key, ui.store], switched, cancels=self.runs, **QUIET).then(
             *refresh, **QUIET
         )
         ui.earlier.input(
-            self.on_pick, [ui.earlier, ui.conv_key, ui.store], switched, cancels=[self.run], **QUIET
+            self.on_pick, [ui.earlier, ui.conv_key, ui.store], switched, cancels=self.runs, **QUIET
         ).then(*refresh, **QUIET)
         ui.chatbot.clear(
             self.on_clear,
@@ -561,7 +671,7 @@ class ChatPage:
             api_name="new_conversation",
             api_visibility="undocumented",
         ).then(self.tidy, [ui.conv_key, ui.store], [ui.store, ui.earlier], **QUIET).then(*refresh, **QUIET)
-        ui.undo.click(self.on_undo, [ui.deleted, ui.store], switched, cancels=[self.run], **QUIET).then(
+        ui.undo.click(self.on_undo, [ui.deleted, ui.store], switched, cancels=self.runs, **QUIET).then(
             *refresh, **QUIET
         )
         self.demo.unload(self.on_unload)

@@ -11,7 +11,7 @@ from fakes.endpoints import FakeEndpoint
 from webui import review_chat
 from webui.chat import ChatApp, LLMChoice
 from webui.review_form import field_names
-from webui.review_panel import state_of
+from webui.message_actions import options
 
 CATALOG = fake_catalog()
 
@@ -115,8 +115,8 @@ def test_edit_after_a_run_runs_only_the_edited_task_and_its_dependants(chat, tmp
         )
     )
     assert len(endpoint.calls) == 3
-    form, regenerable, can_edit = state_of(chat, "s1")
-    assert form is None and can_edit and regenerable == [(1, "text-to-image"), (2, "text-to-speech")]
+    offered = [o["label"] for o in options(chat.find("s1"))]
+    assert offered == ["↻ New image for task 1", "↻ New voice for task 2", "✎ Edit the plan"]
     form = review_chat.edit_last_run(chat, "s1")
     edited = values(form, **{"1:arg:text": "a lighthouse"})
     *_, (messages, _, _) = review_chat.run_reviewed(chat, "s1", form, edited, LLMChoice())
@@ -125,7 +125,7 @@ def test_edit_after_a_run_runs_only_the_edited_task_and_its_dependants(chat, tmp
     titles = [(m.get("metadata") or {}).get("title", "") for m in messages[-9:]]
     assert sum("from the cache" in t for t in titles) == 2, titles
 
-    *_, (messages, traces, _) = review_chat.regenerate(chat, "s1", 2, LLMChoice())
+    *_, (messages, traces, _) = review_chat.regenerate(chat, "s1", [2], LLMChoice())
     assert [c[0] for c in endpoint.calls[4:]] == ["text-to-speech"]
     trace = json.loads(open(traces[-1]).read())
     assert trace["ran_from"] and trace["choices"]["2"]["seed"] != trace["choices"]["1"]["seed"]
@@ -182,7 +182,7 @@ def test_on_a_public_app_a_visitor_runs_only_the_catalogs_models(llm_server, tmp
     assert [c[1] for c in fake(chat).calls if c[0] == "image-to-text"] == ["org/captioner-b"]
 
 
-def test_only_media_a_task_drew_gets_a_regenerate_button(llm_server, tmp_path):
+def test_only_media_a_task_drew_gets_a_new_seed_option(llm_server, tmp_path):
     endpoint = FakeEndpoint(failing={"org/speaker"})
     chat = ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=CATALOG, endpoint=endpoint)
     last(
@@ -190,8 +190,8 @@ def test_only_media_a_task_drew_gets_a_regenerate_button(llm_server, tmp_path):
             "s1", {"text": "[conv-f] caption", "files": [str(photo(tmp_path / "a.png"))]}, LLMChoice()
         )
     )
-    _, regenerable, can_edit = state_of(chat, "s1")
-    assert regenerable == [(1, "text-to-image")] and can_edit  # the voice failed: nothing to redraw
+    offered = [o["value"] for o in options(chat.find("s1"))]
+    assert offered == ["regenerate:1", "edit-plan"]  # the voice failed: nothing to redraw
 
 
 def test_a_problem_quoting_the_plan_shows_its_words():
@@ -221,7 +221,7 @@ def test_every_run_again_in_the_app_goes_through_the_cores_one_rerun_path(chat, 
     assert calls == []  # a request is no re-run
     form = review_chat.edit_last_run(chat, "s1")
     last(review_chat.run_reviewed(chat, "s1", form, values(form, **{"1:arg:text": "a boat"}), LLMChoice()))
-    last(review_chat.regenerate(chat, "s1", 2, LLMChoice()))
+    last(review_chat.regenerate(chat, "s1", [2], LLMChoice()))
     form, _ = review_chat.open_trace(chat, "s1", traces[-1], client="")
     last(review_chat.run_reviewed(chat, "s1", form, values(form), LLMChoice()))
     assert [use_cache for _, use_cache in calls] == [True, True, False]  # edit, regenerate, trace

@@ -31,6 +31,7 @@ from .render import RunView, user_message
 from .review_form import Draft, Origin
 from .session_settings import LLMChoice
 from .slots import RunSlots
+from .turns import history_before, open_turn
 from .uploads import check_upload
 
 log = logging.getLogger(__name__)
@@ -110,9 +111,6 @@ class ChatApp:
     def request_settings(self, choice: LLMChoice, *, resolve: bool = True) -> Settings:
         return self.host.request_settings(choice, resolve=resolve)
 
-    def welcome(self) -> list[dict[str, Any]]:
-        return self.host.welcome()
-
     # ---- one request --------------------------------------------------------------------------
 
     def respond(
@@ -125,16 +123,18 @@ class ChatApp:
         hf_token: str | None = None,
         poll: float = 0.05,
         review: bool = False,
+        replace: int | None = None,
     ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
         """Yields (chat messages, trace files, still running) as the request advances. With `review`
-        the request is planned and its models chosen, then waits as `conv.pending` for the person."""
+        the request is planned and its models chosen, then waits as `conv.pending` for the person.
+        With `replace` (a turn's index) the request does that turn again in place (webui.turns)."""
         try:
             conv = self.conversation(session, client)
         except TableFull as e:
             yield [_note(str(e))], [], False
             return
         try:
-            yield from self._respond(conv, session, message, choice, client, hf_token, poll, review)
+            yield from self._respond(conv, session, message, choice, client, hf_token, poll, review, replace)
         finally:
             self.conversations.save(conv)
 
@@ -148,6 +148,7 @@ class ChatApp:
         hf_token: str | None,
         poll: float,
         review: bool,
+        replace: int | None = None,
     ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
         text, files = _split_message(message)
         if conv.cancel is not None:
@@ -162,9 +163,11 @@ class ChatApp:
         if not problems:  # kept with the conversation, which shows them from there
             files = [str(conv.workspace.add_upload(Path(f))) for f in files]
         user = [user_message(text, files)]
+        why = "your edit" if replace is not None else ""
+        history = history_before(conv.history, conv.turns, replace)
         if problems:
-            bad = [user_message(text or "(files only)", [])]
-            conv.display += bad + [
+            open_turn(conv, [user_message(text or "(files only)", [])], text, replace=replace, why=why)
+            conv.display += [
                 _note(
                     "\n\n".join(problems)
                     + "\n\nNothing was run. Send the request again with an image or audio file that opens."
@@ -173,21 +176,24 @@ class ChatApp:
             yield conv.display, conv.traces, False
             return
         if not text:
-            conv.display += user + [_note("What should I do with this file? Send it again with a request.")]
+            open_turn(conv, user, text, replace=replace, why=why)
+            conv.display += [_note("What should I do with this file? Send it again with a request.")]
             yield conv.display, conv.traces, False
             return
         spent = self.host.tokens.refusal(client)
         if spent:
-            conv.display += user + [_note(spent)]
+            open_turn(conv, user, text, replace=replace, why=why)
+            conv.display += [_note(spent)]
             yield conv.display, conv.traces, False
             return
         try:
             pipeline = self.pipeline_for(choice, hf_token)
         except ValueError as e:
-            conv.display += user + [_note(f"**Settings problem:** {e}")]
+            open_turn(conv, user, text, replace=replace, why=why)
+            conv.display += [_note(f"**Settings problem:** {e}")]
             yield conv.display, conv.traces, False
             return
-        history, paths = list(conv.history), [Path(f) for f in files]
+        paths = [Path(f) for f in files]
         start = pipeline.plan_only if review else pipeline.run
         yield from self.stream_run(
             conv,
@@ -198,6 +204,8 @@ class ChatApp:
                 client, start(text, workspace=conv.workspace, files=paths, history=history, cancelled=cancel)
             ),
             poll=poll,
+            replace=replace,
+            why=why,
         )
 
     def _upload_problems(self, files: list[str]) -> list[str]:
@@ -234,15 +242,19 @@ class ChatApp:
         start: Callable[[threading.Event], Iterator[Event]],
         *,
         poll: float = 0.05,
+        replace: int | None = None,
+        why: str = "",
     ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
         """Runs `start(cancel)` (a Pipeline method's events) in a thread and yields the chat as it
-        advances: `user` (the person's bubble), then the run's boxes, media and answer."""
+        advances: `user` (the person's bubble), then the run's boxes, media and answer. With
+        `replace` (a turn's index) the run does that turn again in place, `why` says why
+        (webui.turns); `start` must then be given the history before that turn."""
         cancel = threading.Event()
         if not self.conversations.claim(conv, cancel):  # one request at a time, also for API clients
             yield conv.display + [_note(BUSY)], conv.traces, True
             return
         conv.pending = conv.pending_form = None  # a new run replaces a plan under review
-        conv.display += user
+        open_turn(conv, user, text, replace=replace, why=why)
         view = RunView(f"r{conv.requests}", off_hub=self._off_hub)
         events: queue.Queue = queue.Queue()
         worker = threading.Thread(

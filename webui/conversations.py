@@ -27,7 +27,8 @@ from hugginggpt.llm import Message
 from hugginggpt.workspace import Workspace
 
 from .conversation_store import ConversationStore
-from .review_form import Draft
+from .review_form import Draft, draft_to_json
+from .turns import Turn
 
 log = logging.getLogger(__name__)
 SWEEP_SECONDS = 600.0  # how often expired conversations are looked for
@@ -57,6 +58,7 @@ class Conversation:
     pending: Draft | None = None  # a plan waiting for the person to review it (webui.review_form)
     pending_form: dict[str, Any] | None = None  # its form as last sent back, with the problems found
     last_run: Draft | None = None  # the plan of the last run, to edit and run again
+    turns: list[Turn] = field(default_factory=list)  # where each request begins (webui.turns)
     forget_results: Callable[[], object] = lambda: None  # deletes its result cache entries
 
     def remove(self) -> None:
@@ -94,10 +96,21 @@ class Conversation:
             "display": _map_paths(self.display, lambda p: _relative(p, here)),
             "traces": [_relative(t, here) for t in self.traces],
             "copies": [[_relative(s, here), str(c)] for s, c in self.copies.items()],
+            "turns": [t.to_json() for t in self.turns],
+            # The plans, so that after a restart the last one can still be edited and a pending one run.
+            "last_run": draft_to_json(self.last_run) if self.last_run else None,
+            "pending": draft_to_json(self.pending) if self.pending else None,
         }
 
     @classmethod
-    def from_record(cls, workspace: Workspace, key: str, record: dict[str, Any]) -> Conversation:
+    def from_record(
+        cls,
+        workspace: Workspace,
+        key: str,
+        record: dict[str, Any],
+        read_draft: Callable[[Any], Draft | None] = lambda raw: None,
+    ) -> Conversation:
+        """`read_draft` reads a saved plan back (webui.review_form.draft_from_json, with the catalog)."""
         here = workspace.root
         conv = cls(workspace, key=key, title=str(record.get("title") or ""))
         conv.created = float(record.get("created") or time.time())
@@ -108,6 +121,8 @@ class Conversation:
         for source, copy in record.get("copies") or []:
             conv.copies[Path(_absolute(source, here))] = Path(copy)
             conv.served.add(Path(copy))
+        conv.turns = [t for raw in record.get("turns") or [] if (t := Turn.from_json(raw)) is not None]
+        conv.last_run, conv.pending = read_draft(record.get("last_run")), read_draft(record.get("pending"))
         return conv
 
 
@@ -126,22 +141,22 @@ class ConversationTable:
         per_client: int = 20,
         idle_seconds: float = 3600.0,
         leave_grace_seconds: float = 120.0,
-        welcome: Callable[[], list] = list,
         clock: Callable[[], float] = time.monotonic,
         cache: ResultCache | None = None,
         store: ConversationStore | None = None,
         saved: Callable[[str], bool] = lambda key: False,
+        read_draft: Callable[[Any], Draft | None] = lambda raw: None,
     ):
         self.workdir = workdir
         self.limit = limit
         self.per_client = per_client
         self.idle_seconds = idle_seconds
         self.leave_grace_seconds = leave_grace_seconds
-        self.welcome = welcome
         self.clock = clock
         self.cache = cache  # a conversation's entries (scope: its workspace) are deleted with it
         self.store = store
         self.saved = saved if store is not None else lambda key: False
+        self.read_draft = read_draft  # a saved plan, read back (webui.review_form.draft_from_json)
         self._by_session: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
         self._store_lock = threading.Lock()  # one save or delete at a time
@@ -171,10 +186,10 @@ class ConversationTable:
     def _new(self, session: str, client: str) -> Conversation:
         if self.store is not None and self.saved(session):
             workspace = Workspace(self.store.workspace_root(session))
-            conv = Conversation(workspace, key=session, client=client, display=self.welcome())
+            conv = Conversation(workspace, key=session, client=client)
         else:
             workspace = Workspace.create(self.workdir, uuid.uuid4().hex)
-            conv = Conversation(workspace, client=client, display=self.welcome())
+            conv = Conversation(workspace, client=client)
         return self._with_cache(conv)
 
     def _with_cache(self, conv: Conversation) -> Conversation:
@@ -191,7 +206,7 @@ class ConversationTable:
         if record is None:
             return None
         workspace = Workspace(self.store.workspace_root(session))
-        return self._with_cache(Conversation.from_record(workspace, session, record))
+        return self._with_cache(Conversation.from_record(workspace, session, record, self.read_draft))
 
     def save(self, conv: Conversation) -> None:
         """Writes a browser's conversation to disk (if anything happened in it and it still exists)."""

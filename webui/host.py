@@ -30,6 +30,7 @@ from .backends import Backends
 from .callers import Callers
 from .conversation_store import ConversationStore, retention_hours, work_folder
 from .conversations import Conversation, ConversationTable
+from .review_form import draft_from_json
 from .session_settings import LLMChoice, merge_settings
 from .slots import RunSlots
 from .status import status_line
@@ -75,12 +76,12 @@ class Host:
             limit=max_conversations,
             per_client=PER_CLIENT if self.public_llm_only else max_conversations,
             leave_grace_seconds=settings.app_leave_grace_seconds,
-            welcome=self.welcome,
             cache=self.backends.cache,
             store=ConversationStore(
                 self.workdir / "conversations", retention_seconds=retention_hours(settings) * 3600
             ),
             saved=saved.valid_key,  # a browser's conversations; an API client's end with its session
+            read_draft=lambda raw: draft_from_json(raw, self.catalog),
         )
         self.conversations.sweep()
         self.slots = RunSlots(concurrency or settings.app_concurrency)  # every door's requests at once
@@ -156,16 +157,12 @@ class Host:
         warm = self.backends.warm_state
         return line + (f" · *{warm}*" if warm and warm != "ready" else "")
 
-    def welcome(self) -> list[dict[str, Any]]:
+    def welcome(self) -> str:
+        """What an empty chat says (its placeholder): empty unless the app has no LLM server."""
         if self.settings.uses_server:
-            return []
-        return [
-            {
-                "role": "assistant",
-                "content": (
-                    f"No LLM server is configured, so the controller is the local model "
-                    f"`{self.settings.local_llm_model}` (downloaded on first use, slow without a GPU). "
-                    + CONFIGURE_HINT
-                ),
-            }
-        ]
+            return ""
+        return (
+            f"No LLM server is configured, so the controller is the local model "
+            f"`{self.settings.local_llm_model}` (downloaded on first use, slow without a GPU). "
+            + CONFIGURE_HINT
+        )

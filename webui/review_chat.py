@@ -23,6 +23,7 @@ from .conversations import TableFull
 from .render import user_message
 from .review_form import Draft, Origin, describe_changes, form_for, read_back
 from .session_settings import LLMChoice
+from .turns import history_before
 
 MAX_TRACE_BYTES = 5_000_000  # a trace holds text outputs up to the trace limits; far below this
 Update = tuple[list[dict[str, Any]], list[str], bool]  # chat, traces, still running
@@ -43,9 +44,11 @@ def edit_last_run(chat: ChatApp, session: str) -> dict[str, Any] | None:
     if conv is None or conv.last_run is None or conv.cancel is not None:
         return None
     conv.pending = conv.last_run
-    return form_for(
-        conv.pending, notice="Edit any task: only what changed, and what depends on it, runs again."
+    notice = (
+        "Edit any task: only what changed, and what depends on it, runs again, in place of the last answer."
     )
+    conv.pending_form = form_for(conv.pending, notice=notice)
+    return conv.pending_form
 
 
 def open_trace(
@@ -79,7 +82,7 @@ def open_trace(
 def cancel_review(chat: ChatApp, session: str) -> list[dict[str, Any]]:
     conv = chat.find(session)
     if conv is None:
-        return chat.welcome()
+        return []
     if conv.pending is not None and conv.cancel is None:
         conv.pending = conv.pending_form = None
         conv.display += [_note("The plan was cancelled; nothing ran.")]
@@ -100,7 +103,7 @@ def run_reviewed(
     nothing runs and the form (pending_form) comes back with each problem beside its task."""
     conv = chat.find(session)
     if conv is None:  # ended meanwhile (idle, or deleted in another tab)
-        yield chat.welcome(), [], False
+        yield [], [], False
         return
     draft = conv.pending
     if draft is None:  # run or cancelled meanwhile (another tab of this conversation)
@@ -121,41 +124,76 @@ def run_reviewed(
         return
     label = describe_changes(draft, reviewed.plan, reviewed.choices)
     given = GivenPlan(reviewed.plan, dict(reviewed.choices), request=draft.request)
-    yield from _run(chat, session, draft, given, {}, label, choice, hf_token, poll)
+    # The last run's plan, edited, does that turn again in place; a reviewed or a trace's plan is a turn.
+    in_place = None
+    if conv.turns and draft.origin is Origin.RAN and conv.last_run is draft:
+        in_place = len(conv.turns) - 1
+    yield from _run(chat, session, draft, given, {}, label, choice, hf_token, poll, replace=in_place)
 
 
 def regenerate(
     chat: ChatApp,
     session: str,
-    task_id: int,
+    task_ids: Sequence[int] | None,
     choice: LLMChoice,
     *,
     hf_token: str | None = None,
     poll: float = 0.05,
 ) -> Iterator[Update]:
-    """The last run again with a new seed for one task: it and what depends on it run, the rest
-    comes from the cache, and the answer is written anew."""
+    """The last run again, in place (webui.turns), with new seeds for `task_ids` (None: every task
+    that has a seed): they and what depends on them run, the rest comes from the cache, and the
+    answer is written anew. The earlier version folds into a box above the new one."""
     conv = chat.find(session)
     if conv is None:
-        yield chat.welcome(), [], False
+        yield [], [], False
         return
     draft = conv.last_run
-    if draft is None or conv.cancel is not None:
+    if draft is None or conv.cancel is not None or not conv.turns:
         yield conv.display + ([_note(BUSY)] if conv.cancel is not None else []), conv.traces, False
         return
-    if task_id not in draft.plan.by_id():
-        yield conv.display + [_note(f"Cannot regenerate: there is no task {task_id}")], conv.traces, False
+    seeded = [i for i, c in draft.choices.items() if c.seed is not None]
+    ids = seeded if task_ids is None else list(task_ids)
+    if any(i not in draft.plan.by_id() for i in ids):
+        problem = _note("Cannot regenerate: that task is not in the last plan")
+        yield conv.display + [problem], conv.traces, False
         return
-    seed = secrets.randbelow(MAX_SEED + 1)
-    label = f"Regenerate task {task_id} with a new seed ({seed})"
+    edits = {i: Edit(seed=secrets.randbelow(MAX_SEED + 1)) for i in ids}
+    if len(ids) == 1:
+        why = f"a new seed for task {ids[0]} ({edits[ids[0]].seed})"
+    else:
+        why = "new seeds" if ids else "the answer written again"
     given = GivenPlan(draft.plan, dict(draft.choices), request=draft.request)
-    yield from _run(chat, session, draft, given, {task_id: Edit(seed=seed)}, label, choice, hf_token, poll)
+    last = len(conv.turns) - 1
+    yield from _run(chat, session, draft, given, edits, why, choice, hf_token, poll, replace=last)
+
+
+def request_of(chat: ChatApp, session: str, turn: int) -> dict[str, Any] | None:
+    """The request that began turn `turn`, as the message box sends one: its words and files."""
+    conv = chat.find(session)
+    if conv is None or not 0 <= turn < len(conv.turns):
+        return None
+    bubble = conv.display[conv.turns[turn].start] if conv.turns[turn].start < len(conv.display) else {}
+    parts = bubble.get("content")
+    parts = parts if isinstance(parts, list) else [parts]
+    files = [p["path"] for p in parts if isinstance(p, dict) and isinstance(p.get("path"), str)]
+    return {"text": conv.turns[turn].text, "files": [f for f in files if Path(f).is_file()]}
 
 
 def _run(
-    chat, session, draft: Draft, given: GivenPlan, edits: dict[int, Edit], label: str, choice, hf_token, poll
+    chat,
+    session,
+    draft: Draft,
+    given: GivenPlan,
+    edits: dict[int, Edit],
+    label: str,
+    choice,
+    hf_token,
+    poll,
+    *,
+    replace: int | None = None,
 ) -> Iterator[Update]:
-    """Runs `given` after `edits` through the core's one re-run path (Pipeline.rerun)."""
+    """Runs `given` after `edits` through the core's one re-run path (Pipeline.rerun): as a turn of
+    its own under a "▶ label" bubble, or with `replace` that turn again in place, `label` saying why."""
     conv = chat.find(session)
     if conv is None:
         return
@@ -165,7 +203,7 @@ def _run(
         yield conv.display + [_note(f"**Settings problem:** {e}")], conv.traces, False
         return
     conv.requests += 1
-    history = list(conv.history)
+    history = history_before(conv.history, conv.turns, replace)
     header = {f"{draft.origin}_from": draft.of} if draft.of else {}
 
     def start(cancel):
@@ -179,8 +217,10 @@ def _run(
             header=header,
         )
 
-    user = [user_message(f"▶ {label}", [])]
-    yield from chat.stream_run(conv, session, draft.request, user, start, poll=poll)
+    user = [] if replace is not None else [user_message(f"▶ {label}", [])]
+    yield from chat.stream_run(
+        conv, session, draft.request, user, start, poll=poll, replace=replace, why=label
+    )
 
 
 def _why(error: Exception, path: Path) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 from hugginggpt.catalog import Catalog
 from hugginggpt.plan import RESOURCE_REF, Plan, Task
-from hugginggpt.planfile import Edit, PlanFileError, apply_edits, problems_by_task
+from hugginggpt.planfile import Edit, PlanFileError, apply_edits, given_plan, problems_by_task, to_json
 from hugginggpt.seeds import MAX_SEED
 from hugginggpt.selection import Choice
 
@@ -37,6 +37,26 @@ class Draft:
     origin: Origin
     of: str | None = None  # the request id of the run (or trace) it comes from
     made_media: frozenset[int] = frozenset()  # tasks that drew an image, clip or video from a seed
+
+
+def draft_to_json(draft: Draft) -> dict[str, Any]:
+    """A draft as saved with its conversation (webui.conversations): a plan file and where it came from."""
+    raw = to_json(draft.plan, draft.choices, draft.request)
+    return {**raw, "origin": str(draft.origin), "of": draft.of, "made_media": sorted(draft.made_media)}
+
+
+def draft_from_json(raw: Any, catalog: Catalog) -> Draft | None:
+    """A saved draft, read as any plan file is (its models checked); None when it cannot be used."""
+    if not isinstance(raw, dict):
+        return None
+    try:
+        given = given_plan(raw, catalog, reason="as it ran before")
+        origin = Origin(str(raw.get("origin")))
+    except ValueError:  # PlanFileError is one
+        return None
+    made = frozenset(i for i in raw.get("made_media") or [] if isinstance(i, int) and i in given.plan.by_id())
+    of = raw.get("of") if isinstance(raw.get("of"), str) else None
+    return Draft(given.request or "", given.plan, given.choices, origin, of, made)
 
 
 VERBS = {

@@ -1,6 +1,7 @@
-"""The page's plan controls under the chat: the review form (drawn anew by gr.render whenever the
-form state changes), a "regenerate" button per generated image, clip or video of the last run, the
-"edit the last plan" button and the "run a trace again" upload. webui.review_chat does the work.
+"""The page's plan controls under the chat: the review toggle, the review form (drawn anew by
+gr.render whenever the form state changes) and the "run a trace again" upload. Regenerating and
+editing the last plan are actions on the chat's messages (webui.message_actions, wired in app.py).
+webui.review_chat does the work.
 """
 
 # No `from __future__ import annotations`: Gradio finds the gr.Request parameters by their annotation.
@@ -21,8 +22,6 @@ QUIET = {"api_visibility": "private", "show_progress": "hidden"}
 class ReviewControls:
     toggle: Any  # gr.Checkbox: plan, then wait for the person
     form: Any  # gr.State: the form of the plan under review (review_form.form_for), None when none
-    regenerable: Any  # gr.State: [(task id, task type)] of the last run's generated media
-    edit_last: Any  # gr.Button
     trace: Any  # gr.UploadButton
     area: Any  # gr.Column where the form and the buttons are drawn
 
@@ -36,31 +35,15 @@ def layout(gr: Any, review_default: bool) -> ReviewControls:
             min_width=260,
             elem_id="review-toggle",
         )
-        edit_last = gr.Button(
-            "Edit the last plan and run again", size="sm", scale=0, visible=False, elem_id="edit-last"
-        )
         trace = gr.UploadButton(
             "Run a trace again…", file_types=[".json"], size="sm", scale=0, elem_id="run-trace"
         )
     area = gr.Column(elem_id="review-area")
-    return ReviewControls(toggle, gr.State(None), gr.State([]), edit_last, trace, area)
-
-
-def state_of(chat: ChatApp, session: str) -> tuple[Any, list[tuple[int, str]], bool]:
-    """For the page after anything changed: the pending plan's form, the regenerable tasks of the
-    last run, and whether there is a last plan to edit."""
-    conv = chat.conversations.find(session)
-    if conv is None:
-        return None, [], False
-    last = conv.last_run
-    regenerable = []
-    if last is not None and conv.pending is None:
-        regenerable = [(t.id, t.task) for t in last.plan.tasks if t.id in last.made_media]
-    return review_chat.pending_form(chat, session), regenerable, last is not None and conv.pending is None
+    return ReviewControls(toggle, gr.State(None), trace, area)
 
 
 class Wiring:
-    """Wires the controls. `show(session, messages, traces)` publishes a chat update (the chatbot's
+    """Wires the controls. `show(session, messages, traces, running)` publishes a chat update (the chatbot's
     and the traces' values); `run_outputs` are [chatbot, traces, box]; `before_run`/`after_run` are
     the app's own steps around a run (the Stop button, the browser's list of conversations)."""
 
@@ -74,7 +57,7 @@ class Wiring:
         conv_key: Any,
         choice_inputs: list[Any],
         choice: Callable[..., Any],
-        show: Callable[[str, list[dict[str, Any]], list[str]], tuple[Any, Any]],
+        show: Callable[[str, list[dict[str, Any]], list[str], bool], tuple[Any, Any]],
         run_outputs: list[Any],
         before_run: tuple[Callable[..., Any], Any, Any],  # (fn, inputs, outputs) as Gradio takes them
         after_run: tuple[Callable[..., Any], list[Any], list[Any]],
@@ -92,30 +75,25 @@ class Wiring:
             before_run,
             after_run,
         )
-        self.state_outputs = [controls.form, controls.regenerable, controls.edit_last, controls.area]
-        self.state_outputs.append(controls.trace)
-        # What a run disables while it goes (a click would do nothing): the re-run buttons; the
-        # regenerate buttons hide with their area (a redrawn button would drop its pending steps).
-        self.busy_outputs = [controls.edit_last, controls.trace, controls.area]
+        self.state_outputs = [controls.form, controls.area, controls.trace]
+        # What a run disables while it goes (a click would do nothing): the trace upload, and the
+        # form's area hides (a redrawn button would drop its pending steps).
+        self.busy_outputs = [controls.trace, controls.area]
         self.refresh = self._refresh_fn()
 
     def wire(self) -> None:
         gr, controls = self.gr, self.controls
-        controls.edit_last.click(self._on_edit_last(), [self.conv_key], self.state_outputs, **QUIET)
         controls.trace.upload(self._on_trace(), [controls.trace, self.conv_key], self.state_outputs, **QUIET)
         with controls.area:
 
-            @gr.render(inputs=[controls.form, controls.regenerable])
-            def draw(form: Any, regenerable: list[Any]):
+            @gr.render(inputs=[controls.form])
+            def draw(form: Any):
                 if form:
                     self._draw_form(form)
-                elif regenerable:
-                    self._draw_regenerate(regenerable)
 
-    def busy(self) -> tuple[Any, Any, Any]:
+    def busy(self) -> tuple[Any, Any]:
         """For `busy_outputs` as a run starts; `refresh` undoes it when the run has ended."""
-        gr = self.gr
-        return gr.Button(interactive=False), gr.UploadButton(interactive=False), gr.Column(visible=False)
+        return self.gr.UploadButton(interactive=False), self.gr.Column(visible=False)
 
     # ---- handlers (made here so that Gradio sees their gr.Request annotation) ---------------------
 
@@ -123,20 +101,11 @@ class Wiring:
         gr, chat, session_of = self.gr, self.chat, self.session_of
 
         def refresh(key: str, request: gradio.Request):
-            form, regenerable, can_edit = state_of(chat, session_of(key, request))
-            idle = gr.Button(visible=can_edit, interactive=True), gr.Column(visible=True)
-            return form, regenerable, *idle, gr.UploadButton(interactive=True)
+            """The pending plan's form, if any, and the controls usable again."""
+            form = review_chat.pending_form(chat, session_of(key, request))
+            return form, gr.Column(visible=True), gr.UploadButton(interactive=True)
 
         return refresh
-
-    def _on_edit_last(self):
-        gr, chat, session_of = self.gr, self.chat, self.session_of
-
-        def on_edit_last(key: str, request: gradio.Request):
-            form = review_chat.edit_last_run(chat, session_of(key, request))
-            return form, [], gr.Button(visible=form is None), gr.Column(visible=True), gr.skip()
-
-        return on_edit_last
 
     def _on_trace(self):
         gr, chat, session_of = self.gr, self.chat, self.session_of
@@ -147,14 +116,14 @@ class Wiring:
             )
             if problem:
                 gr.Warning(problem)
-                return (gr.skip(),) * 5
-            return form, [], gr.Button(visible=False), gr.Column(visible=True), gr.skip()
+                return (gr.skip(),) * 3
+            return form, gr.Column(visible=True), gr.skip()
 
         return on_trace
 
     def _streamed(self, session: str, updates):
         for messages, traces, running in updates:
-            chatbot, files = self.show(session, messages, traces)
+            chatbot, files = self.show(session, messages, traces, running)
             yield chatbot, files, self.gr.MultimodalTextbox(interactive=not running)
 
     def _chained(self, trigger, fn, inputs) -> None:
@@ -171,26 +140,6 @@ class Wiring:
         ran.then(*self.after_run, **QUIET).then(self.refresh, [self.conv_key], self.state_outputs, **QUIET)
 
     # ---- drawn by gr.render ------------------------------------------------------------------------
-
-    def _draw_regenerate(self, regenerable: list[Any]) -> None:
-        gr, chat, session_of, choice = self.gr, self.chat, self.session_of, self.choice
-        with gr.Row(elem_id="regenerate"):
-            for task_id, task in regenerable:
-                button = gr.Button(
-                    f"↻ Regenerate task {task_id} ({task})",
-                    size="sm",
-                    scale=0,
-                    elem_id=f"regenerate-{task_id}",
-                )
-
-                def regenerate(
-                    request: gradio.Request, key: str, *choice_values: Any, task_id: int = task_id
-                ):
-                    session = session_of(key, request)
-                    updates = review_chat.regenerate(chat, session, task_id, choice(*choice_values))
-                    yield from self._streamed(session, updates)
-
-                self._chained(button.click, regenerate, [self.conv_key, *self.choice_inputs])
 
     def _draw_form(self, form: dict[str, Any]) -> None:
         gr, chat, session_of, choice = self.gr, self.chat, self.session_of, self.choice
@@ -219,7 +168,7 @@ class Wiring:
             session = session_of(key, request)
             messages = review_chat.cancel_review(chat, session)
             conv = chat.conversations.find(session)
-            return self.show(session, messages, conv.traces if conv else [])[0]
+            return self.show(session, messages, conv.traces if conv else [], False)[0]
 
         self._chained(run.click, on_run, [self.controls.form, self.conv_key, *self.choice_inputs, *fields])
         cancel.click(on_cancel, [self.conv_key], [self.run_outputs[0]], **QUIET).then(
