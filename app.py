@@ -62,6 +62,9 @@ CSS = """
 .field-problem, .field-problem * { color: #b91c1c !important; }
 #review-form { padding: 0.75em; }
 #chat .mermaid { overflow-x: auto; }  /* the plan graph at its own size, readable on a phone */
+/* Gradio 6.31's pencil cannot send an edited bubble that holds a file (its submit fails in the
+   page): a request with attachments is done again with the retry icon or sent anew instead. */
+#chat .user-row:has(img, audio, video) + .message-buttons button[aria-label="Edit"] { display: none; }
 @media (max-width: 480px) {
   #chat { height: calc(100dvh - 420px) !important; min-height: 240px; }
   #intro p { display: none; }
@@ -416,7 +419,7 @@ class ChatPage:
 
     # ---- actions on the chat's messages (webui.message_actions, webui.turns) ------------------------
 
-    def on_retry(self, request: Any, data: Any, hf_token: str | None, conv_key, *values):
+    def on_retry(self, request: Any, clicked: dict[str, Any], hf_token: str | None, conv_key, *values):
         """The chat's retry icon under the last answer: the last turn again, in place: its plan with
         new seeds when it ran one, else its request sent again."""
         session, the_choice, review = self._actor(conv_key, request, values)
@@ -435,28 +438,29 @@ class ChatPage:
             )  # fmt: skip
         yield from self.streamed(session, updates)
 
-    def on_edit(self, request: Any, data: Any, hf_token: str | None, conv_key, *values):
+    def on_edit(self, request: Any, clicked: dict[str, Any], hf_token: str | None, conv_key, *values):
         """The pencil on a request: its new words run in place of that turn (later turns fold away)."""
         session, the_choice, review = self._actor(conv_key, request, values)
         conv = self.host.find(session)
-        turn = turns.index_of(conv.turns, data.index) if conv is not None else None
-        if conv is None or turn is None or conv.turns[turn].start != data.index:
+        index = clicked["index"]
+        turn = turns.index_of(conv.turns, index) if conv is not None and isinstance(index, int) else None
+        if conv is None or turn is None or index >= review_chat.request_end(conv, turn):
             gr.Info("That message cannot be edited here: send the request again as a new message.")
             yield from self.streamed(session, iter([(conv.display if conv else [], [], False)]))
             return
         message = review_chat.request_of(self.chat, session, turn) or {"files": []}
-        message["text"] = data.value if isinstance(data.value, str) else ""
+        message["text"] = clicked["value"] if isinstance(clicked["value"], str) else ""
         updates = self.chat.respond(
             session, message, the_choice, client=self.host.caller(request), hf_token=hf_token,
             review=review, replace=turn,
         )  # fmt: skip
         yield from self.streamed(session, updates)
 
-    def on_option(self, request: Any, data: Any, hf_token: str | None, conv_key, *values):
+    def on_option(self, request: Any, clicked: dict[str, Any], hf_token: str | None, conv_key, *values):
         """An option under the last answer: a new seed for one task's media, or its plan to edit
         (the form opens under the chat once this returns: the chain's refresh draws it)."""
         session, the_choice, _ = self._actor(conv_key, request, values)
-        task = message_actions.regenerated_task(data.value)
+        task = message_actions.regenerated_task(clicked["value"])
         if task is not None:
             updates = review_chat.regenerate(self.chat, session, [task], the_choice, hf_token=hf_token)
         else:
@@ -615,14 +619,15 @@ class ChatPage:
         """The chat's retry icon, the pencil on a request and the options under the last answer: each
         a run like a message's (Stop shows, the re-run controls wait), Gradio disabling them meanwhile."""
         ui, runs = self.ui, []
+        clicked = gr.State(None)  # the event's data: only a trigger's first step is given it
         for trigger, act, data_type in (
             (ui.chatbot.retry, self.on_retry, gr.RetryData),
             (ui.chatbot.edit, self.on_edit, gr.EditData),
             (ui.chatbot.option_select, self.on_option, gr.SelectData),
         ):
-            started = trigger(self._busy_for(data_type), None, busy, queue=False, **QUIET)
+            started = trigger(self._busy_for(data_type), None, [*busy, clicked], queue=False, **QUIET)
             run = started.then(
-                self._handler(act, data_type), ui.chat_inputs, [ui.chatbot, ui.traces, ui.box],
+                self._handler(act), [clicked, *ui.chat_inputs], [ui.chatbot, ui.traces, ui.box],
                 concurrency_limit=self.concurrency, **QUIET,
             )  # fmt: skip
             run.then(*finish, **QUIET).then(*self.refresh, **QUIET)
@@ -630,28 +635,30 @@ class ChatPage:
         return runs
 
     def _busy_for(self, data_type: Any):
-        """The busy step before an action; opening the plan to edit runs nothing, so shows no Stop."""
+        """The step before an action: the page busy (opening the plan to edit runs nothing, so no
+        Stop), and the event's data kept for the action as {"index", "value"}."""
         n = 1 + len(self.plan_controls.busy_outputs)
 
-        def busy(data: data_type):
+        def busy(data: data_type):  # Gradio finds the event's data by this annotation
+            clicked = {"index": data.index, "value": data.value}
             if data_type is gr.SelectData and message_actions.regenerated_task(data.value) is None:
-                return (gr.skip(),) * n
-            return gr.Button(visible=True), *self.plan_controls.busy()
+                return *(gr.skip(),) * n, clicked
+            return gr.Button(visible=True), *self.plan_controls.busy(), clicked
 
         return busy
 
-    def _handler(self, act: Any, data_type: Any):
-        """`act` as Gradio calls it: the request and the event's data first (found by annotation),
-        then the chat's inputs; on a Space with sign-in, the visitor's token too (asked only there)."""
+    def _handler(self, act: Any):
+        """`act` as Gradio calls it: the request first, then the event's data and the chat's inputs;
+        on a Space with sign-in, the visitor's token too (asked only there)."""
         if self.host.settings.uses_oauth:
 
-            def signed_in(request: gr.Request, data: data_type, token: gr.OAuthToken | None, *values):
-                yield from act(request, data, token.token if token else None, *values)
+            def signed_in(request: gr.Request, token: gr.OAuthToken | None, clicked, *values):
+                yield from act(request, clicked, token.token if token else None, *values)
 
             return signed_in
 
-        def handler(request: gr.Request, data: data_type, *values):
-            yield from act(request, data, None, *values)
+        def handler(request: gr.Request, clicked, *values):
+            yield from act(request, clicked, None, *values)
 
         return handler
 

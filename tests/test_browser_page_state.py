@@ -1,6 +1,6 @@
-"""The page keeps the person's view honest (issue 20), in a real headless Chromium: the re-run
-buttons are disabled while a run goes (a click would do nothing; the regenerate buttons hide) and
-enabled after it."""
+"""The page keeps the person's view honest (issue 20), in a real headless Chromium: what would do
+nothing during a run cannot be clicked then (the trace upload is disabled, the options under the
+last answer are not offered) and comes back after it."""
 
 import contextlib
 
@@ -38,7 +38,7 @@ def slow_plans(server, seconds: float):
 
 
 @pytest.mark.browser
-def test_the_rerun_buttons_are_disabled_while_a_run_goes(llm_server, tmp_path):
+def test_the_rerun_controls_are_off_while_a_run_goes(llm_server, tmp_path):
     sync_playwright = _browser_or_skip()
     endpoint = FakeEndpoint(duration=0.05)
     with (
@@ -54,19 +54,19 @@ def test_the_rerun_buttons_are_disabled_while_a_run_goes(llm_server, tmp_path):
         ask(page, "[conv-one] caption this, draw it and read it aloud")
         chat.get_by_text("Answer for conv-one").wait_for()
         page.locator("#stop").wait_for(state="hidden")
-        for button in ("edit-last", "regenerate-1", "run-trace"):
-            page.wait_for_function(ENABLED, arg=button)
+        page.wait_for_function(ENABLED, arg="run-trace")
+        options = chat.locator("button.option")
+        chat.get_by_role("button", name="✎ Edit the plan").wait_for()
 
         ask(page, "[conv-two] [slow] say hello")
         page.locator("#stop").wait_for()
-        for button in ("edit-last", "run-trace"):
-            page.wait_for_function(DISABLED, arg=button)
-        page.locator("#regenerate-1").wait_for(state="hidden")  # with its area, till the run ends
+        page.wait_for_function(DISABLED, arg="run-trace")
+        options.first.wait_for(state="detached")  # the last message is the running turn's: none
         assert chat.get_by_text("Answer for conv-two").count() == 0  # still running
 
         chat.get_by_text("Answer for conv-two").wait_for()
-        for button in ("edit-last", "run-trace"):  # that run made no image: nothing to regenerate
-            page.wait_for_function(ENABLED, arg=button)
+        page.wait_for_function(ENABLED, arg="run-trace")
+        assert options.count() == 0  # that run had no plan: nothing to redraw or edit
 
 
 @pytest.mark.browser

@@ -1,6 +1,6 @@
 """The plan under the person's control, in a real headless Chromium: turn on review, edit a task's
 argument in the form (a bad field first: its problem shows beside it and nothing runs), run the
-plan, then regenerate its image with a new seed."""
+plan, then give its image a new seed from the option under the answer."""
 
 import time
 
@@ -64,21 +64,22 @@ def test_browser_review_edit_an_argument_run_the_plan_and_regenerate_its_image(l
         drawn = [c for c in endpoint.calls if c[0] == "text-to-image"]
         assert len(endpoint.calls) == 3 and drawn[0][2]["text"] == "a red boat at sea"
 
-        # the generated image gets a new seed on a click: only that task runs again
-        page.locator("#regenerate-1").click()
+        # the generated image gets a new seed on a click: only that task runs again, in place
+        new_image = chat.get_by_role("button", name="↻ New image for task 1")
+        new_image.click()
+        chat.get_by_text("Version 1 · replaced: a new seed for task 1").wait_for()
         deadline = time.time() + 30
-        while chat.get_by_text("Answer for conv-review").count() < 2:
-            assert time.time() < deadline, "no second answer"
+        while len(endpoint.calls) < 4 or page.locator("#stop").is_visible():
+            assert time.time() < deadline, "the image was not drawn again"
             time.sleep(0.1)
         assert [c[0] for c in endpoint.calls[3:]] == ["text-to-image"]
-        chat.get_by_text("▶ Regenerate task 1 with a new seed").wait_for()
         # the voice came from the result cache, and says so under its clip
         chat.get_by_text("Task 2 · text-to-speech · org/speaker · from the cache").wait_for()
-        page.locator("#regenerate-1").wait_for()  # offered again for the new image
-        page.locator("#edit-last").wait_for()  # the last plan can be opened for editing again
+        new_image.wait_for()  # offered again for the new image
+        chat.get_by_role("button", name="✎ Edit the plan").wait_for()  # and the plan, to edit
         page.screenshot(path=str(SCREENSHOTS / "review_after_regenerate.png"), full_page=True)
 
         page.reload()  # the toggle is kept in this browser, like the other settings
-        chat.get_by_text("▶ Regenerate task 1 with a new seed").wait_for()
-        page.locator("#regenerate-1").wait_for()
+        chat.get_by_text("Version 1 · replaced: a new seed for task 1").wait_for()
+        new_image.wait_for()
         assert page.locator("#review-toggle input[type=checkbox]").is_checked()

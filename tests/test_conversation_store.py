@@ -55,8 +55,8 @@ def test_a_browser_conversation_outlasts_a_closed_tab_and_a_restart_with_its_fil
     assert conv.title == "[conv-keep] caption this photo"  # a private app: the first request's words
     assert sorted(p.name for p in (conv.workspace.root / "outputs").rglob("*.*")) == outputs
     # The chat shows the upload from the conversation's own copy, not from Gradio's upload cache.
-    [bubble] = [m for m in conv.display if m["role"] == "user"]
-    assert bubble["content"][1]["path"] == str(conv.workspace.root / "uploads" / "street.png")
+    [photo_message, _] = [m for m in conv.display if m["role"] == "user"]
+    assert photo_message["content"]["path"] == str(conv.workspace.root / "uploads" / "street.png")
     ask(restarted, key, "[conv-keep] and again")  # the conversation goes on where it was
     assert len(restarted.conversations.find(key).history) == 4
     # The key, the browser's secret, is written nowhere on the server.

@@ -31,7 +31,7 @@ from hugginggpt.events import (
 from hugginggpt.plan import Plan, Task
 from webui import saved
 from webui.plan_graph import plan_mermaid
-from webui.render import RunView, model_link, plan_markdown, user_message
+from webui.render import RunView, model_link, plan_markdown, user_messages
 from webui.safe_html import clean
 from webui.session_settings import LLMChoice
 from webui.settings_panel import field_problems, status_for
@@ -273,13 +273,12 @@ def test_llm_html_keeps_formatting_and_links_and_loses_forms_scripts_and_handler
     assert time.perf_counter() - started < 5
 
 
-def test_one_user_bubble_holds_the_text_and_its_files():
-    assert user_message("hi <form>", []) == {"role": "user", "content": "hi <\u200bform>"}
-    both = user_message("caption", ["/w/a.png", "/w/b.wav"])
-    assert both["content"][0] == "caption" and [p["path"] for p in both["content"][1:]] == [
-        "/w/a.png",
-        "/w/b.wav",
-    ]
+def test_a_request_is_a_message_per_file_then_one_of_text():
+    assert user_messages("hi <form>", []) == [{"role": "user", "content": "hi <\u200bform>"}]
+    *files, words = user_messages("caption", ["/w/a.png", "/w/b.wav"])
+    # the text alone: Gradio's pencil (edit the request) edits a message of text only
+    assert words == {"role": "user", "content": "caption"}
+    assert [m["content"]["path"] for m in files] == ["/w/a.png", "/w/b.wav"]
 
 
 def test_the_browser_store_keeps_keys_and_settings_only_and_drops_what_it_did_not_write():

@@ -10,8 +10,8 @@ from fakes.endpoints import FakeEndpoint
 
 from webui import review_chat
 from webui.chat import ChatApp, LLMChoice
-from webui.review_form import field_names
 from webui.message_actions import options
+from webui.review_form import field_names
 
 CATALOG = fake_catalog()
 

@@ -27,7 +27,7 @@ from hugginggpt.records import TaskStatus
 from .backends import Backends
 from .conversations import Conversation, ConversationTable, TableFull
 from .host import CONFIGURE_HINT, Host
-from .render import RunView, user_message
+from .render import RunView, user_messages
 from .review_form import Draft, Origin
 from .session_settings import LLMChoice
 from .slots import RunSlots
@@ -162,11 +162,11 @@ class ChatApp:
         problems = self._upload_problems(files)
         if not problems:  # kept with the conversation, which shows them from there
             files = [str(conv.workspace.add_upload(Path(f))) for f in files]
-        user = [user_message(text, files)]
+        user = user_messages(text, files)
         why = "your edit" if replace is not None else ""
         history = history_before(conv.history, conv.turns, replace)
         if problems:
-            open_turn(conv, [user_message(text or "(files only)", [])], text, replace=replace, why=why)
+            open_turn(conv, user_messages(text or "(files only)", []), text, replace=replace, why=why)
             conv.display += [
                 _note(
                     "\n\n".join(problems)

@@ -105,11 +105,12 @@ def _argument(value: Any) -> str:
     return f"`{text}`" if text == value and not text.startswith("output of") else f"*{text}*"
 
 
-def user_message(text: str, files: list[str]) -> dict[str, Any]:
-    """The person's request as one bubble: the text, then each attached file."""
-    parts: list[Any] = [clean(text)] if text else []
-    parts += [{"path": f, "alt_text": f"attached: {Path(f).name}"} for f in files]
-    return {"role": "user", "content": parts[0] if len(parts) == 1 else parts}
+def user_messages(text: str, files: list[str]) -> list[dict[str, Any]]:
+    """The person's request: a message per attached file, then one of the text, which the chat
+    shows as one bubble. The text stands alone so that the chat's pencil can edit it (Gradio's
+    edit takes a message of text only)."""
+    out = [{"role": "user", "content": {"path": f, "alt_text": f"attached: {Path(f).name}"}} for f in files]
+    return out + ([{"role": "user", "content": clean(text)}] if text else [])
 
 
 class RunView:

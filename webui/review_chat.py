@@ -20,7 +20,7 @@ from hugginggpt.traces import read_trace
 
 from .chat import BUSY, ChatApp, _note
 from .conversations import TableFull
-from .render import user_message
+from .render import user_messages
 from .review_form import Draft, Origin, describe_changes, form_for, read_back
 from .session_settings import LLMChoice
 from .turns import history_before
@@ -172,11 +172,20 @@ def request_of(chat: ChatApp, session: str, turn: int) -> dict[str, Any] | None:
     conv = chat.find(session)
     if conv is None or not 0 <= turn < len(conv.turns):
         return None
-    bubble = conv.display[conv.turns[turn].start] if conv.turns[turn].start < len(conv.display) else {}
-    parts = bubble.get("content")
-    parts = parts if isinstance(parts, list) else [parts]
-    files = [p["path"] for p in parts if isinstance(p, dict) and isinstance(p.get("path"), str)]
-    return {"text": conv.turns[turn].text, "files": [f for f in files if Path(f).is_file()]}
+    files = []
+    for m in conv.display[conv.turns[turn].start : request_end(conv, turn)]:
+        part = m.get("content")
+        if isinstance(part, dict) and isinstance(part.get("path"), str) and Path(part["path"]).is_file():
+            files.append(part["path"])
+    return {"text": conv.turns[turn].text, "files": files}
+
+
+def request_end(conv: Any, turn: int) -> int:
+    """Where the person's messages that begin turn `turn` end in the chat (its answer begins)."""
+    end = conv.turns[turn].start
+    while end < len(conv.display) and conv.display[end].get("role") == "user":
+        end += 1
+    return end
 
 
 def _run(
@@ -217,7 +226,7 @@ def _run(
             header=header,
         )
 
-    user = [] if replace is not None else [user_message(f"▶ {label}", [])]
+    user = [] if replace is not None else user_messages(f"▶ {label}", [])
     yield from chat.stream_run(
         conv, session, draft.request, user, start, poll=poll, replace=replace, why=label
     )

@@ -135,6 +135,4 @@ def _split_versions(messages: Messages) -> tuple[list[Messages], Messages]:
 def _quoted(content: Any) -> Any:
     if isinstance(content, str):
         return "**You asked:** " + content
-    if isinstance(content, list):
-        return [_quoted(content[0]) if isinstance(content[0], str) else "**You asked:**", *content[1:]]
     return ["**You sent:**", content]
