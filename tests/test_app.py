@@ -214,7 +214,8 @@ def test_eight_conversations_at_once_each_get_only_their_own_files_and_answer(fa
         answer = texts(final)[-1]
         assert answer.startswith(f"Answer for conv-{n}:"), answer
         assert sum("Answer for" in t for t in texts(final)) == 1  # no other conversation's answer
-        assert texts(final)[0] == f"[conv-{n}] caption this, draw it and read it aloud"
+        # the request: its photo, then its words
+        assert texts(final)[:2] == ["", f"[conv-{n}] caption this, draw it and read it aloud"]
         upload, *media = files_of(final)
         media = [m for m in media if not m.endswith(".json")]  # the trace is linked in the turn too
         assert Path(upload).name == f"photo-{n}.png" and len(media) == 2
