@@ -69,11 +69,18 @@ def test_a_conversation_its_media_and_settings_come_back_after_a_restart(llm_ser
             chat = page.locator("#chat")
             chat.get_by_text("Answer for conv-lasting").wait_for()
             chat.locator("audio").first.wait_for(state="attached")
-            assert chat.locator(".user-row img[src*='/gradio_api/file=']").count() == 1  # the photo
+            shown_photo = chat.locator(".user-row img[src*='/gradio_api/file=']")
+            shown_photo.first.wait_for()  # a message of its own, drawn as it loads
+            assert shown_photo.count() == 1
             urls = served_urls(page, demo.local_url)
             assert len(urls) == 2 and all(page.request.get(u).status == 200 for u in urls), urls
             page.locator("#settings").get_by_text("Settings", exact=True).click()
             assert page.get_by_label("hybrid").is_checked()
+            # the plan was saved with it: "Edit the plan" under the answer still opens its form
+            chat.get_by_role("button", name="✎ Edit the plan").click()
+            page.locator("#review-form").first.wait_for()
+            page.locator("#review-cancel").click()
+            page.locator("#review-form").first.wait_for(state="detached")
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SCREENSHOTS / "after_restart.png"), full_page=True)
             page.locator("#earlier").click()  # listed under its first request's words (a private app)
