@@ -39,6 +39,7 @@ from webui.files import Publisher
 from webui.headers import ContentSecurityPolicy
 from webui.host import Host
 from webui.metrics_route import route as metrics_route
+from webui.page_script import page_script
 from webui.proxy_warning import ProxyWarning
 from webui.settings_panel import field_problems, placeholders, status_for
 from webui.upload_quota import UploadQuota
@@ -62,6 +63,7 @@ CSS = """
 .field-problem, .field-problem * { color: #b91c1c !important; }
 #review-form { padding: 0.75em; }
 #chat .mermaid { overflow-x: auto; }  /* the plan graph at its own size, readable on a phone */
+footer .divider:last-child { display: none; }  /* Gradio's dot before the Settings link we turn off */
 @media (max-width: 480px) {
   #chat { height: calc(100dvh - 420px) !important; min-height: 240px; }
   #intro p { display: none; }
@@ -602,8 +604,9 @@ def launch_options(max_upload_bytes: int = 20_000_000, *, demo: Any = None) -> d
         "run_history": False,
         # One Settings entry point, the page's own: Gradio's footer link opens its display settings.
         "footer_links": ["api", "gradio"],
-        # Boxes the person opened in the chat stay open across a reload (kept in the browser).
-        "js": (ROOT / "webui" / "open_boxes.js").read_text(encoding="utf-8"),
+        # Boxes the person opened in the chat stay open across a reload (kept in the browser), and
+        # a plan graph removed while Mermaid draws it leaves no error in the console.
+        "js": page_script(),
         # Only the example files are served by path; conversations' files are served from Gradio's
         # cache under random folder names, each copy deleted when its conversation ends (webui.files).
         "allowed_paths": [str(ASSETS)],
