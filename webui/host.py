@@ -28,7 +28,7 @@ from hugginggpt.pipeline import Pipeline
 from . import saved
 from .backends import Backends
 from .callers import Callers
-from .conversation_store import ConversationStore, retention_hours, work_folder
+from .conversation_store import ConversationStore, max_bytes, retention_hours, work_folder
 from .conversations import Conversation, ConversationTable
 from .session_settings import LLMChoice, merge_settings
 from .slots import RunSlots
@@ -78,7 +78,9 @@ class Host:
             welcome=self.welcome,
             cache=self.backends.cache,
             store=ConversationStore(
-                self.workdir / "conversations", retention_seconds=retention_hours(settings) * 3600
+                self.workdir / "conversations",
+                retention_seconds=retention_hours(settings) * 3600,
+                max_bytes=max_bytes(settings),
             ),
             saved=saved.valid_key,  # a browser's conversations; an API client's end with its session
         )
