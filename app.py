@@ -553,7 +553,9 @@ class ChatPage:
         ui.new.click(self.on_new, [ui.conv_key, ui.store], switched, cancels=[self.run], **QUIET).then(
             *refresh, **QUIET
         )
-        ui.earlier.input(
+        # A pick, not any input: Gradio's menu also sends "input" when it merely loses focus, with
+        # the conversation it shows; run after "New conversation", that switched back to it.
+        ui.earlier.select(
             self.on_pick, [ui.earlier, ui.conv_key, ui.store], switched, cancels=[self.run], **QUIET
         ).then(*refresh, **QUIET)
         ui.chatbot.clear(
