@@ -39,6 +39,7 @@ from webui.files import Publisher
 from webui.headers import ContentSecurityPolicy
 from webui.host import Host
 from webui.metrics_route import route as metrics_route
+from webui.page_script import page_script
 from webui.proxy_warning import ProxyWarning
 from webui.settings_panel import field_problems, placeholders, status_for
 from webui.upload_quota import UploadQuota
@@ -65,6 +66,7 @@ CSS = """
 /* Gradio 6.31's pencil cannot send an edited bubble that holds a file (its submit fails in the
    page): a request with attachments is done again with the retry icon or sent anew instead. */
 #chat .user-row:has(img, audio, video) + .message-buttons button[aria-label="Edit"] { display: none; }
+footer .divider:last-child { display: none; }  /* Gradio's dot before the Settings link we turn off */
 @media (max-width: 480px) {
   #chat { height: calc(100dvh - 420px) !important; min-height: 240px; }
   #intro p { display: none; }
@@ -668,7 +670,9 @@ class ChatPage:
         ui.new.click(self.on_new, [ui.conv_key, ui.store], switched, cancels=self.runs, **QUIET).then(
             *refresh, **QUIET
         )
-        ui.earlier.input(
+        # A pick, not any input: Gradio's menu also sends "input" when it merely loses focus, with
+        # the conversation it shows; run after "New conversation", that switched back to it.
+        ui.earlier.select(
             self.on_pick, [ui.earlier, ui.conv_key, ui.store], switched, cancels=self.runs, **QUIET
         ).then(*refresh, **QUIET)
         ui.chatbot.clear(
@@ -719,8 +723,9 @@ def launch_options(max_upload_bytes: int = 20_000_000, *, demo: Any = None) -> d
         "run_history": False,
         # One Settings entry point, the page's own: Gradio's footer link opens its display settings.
         "footer_links": ["api", "gradio"],
-        # Boxes the person opened in the chat stay open across a reload (kept in the browser).
-        "js": (ROOT / "webui" / "open_boxes.js").read_text(encoding="utf-8"),
+        # Boxes the person opened in the chat stay open across a reload (kept in the browser), and
+        # a plan graph removed while Mermaid draws it leaves no error in the console.
+        "js": page_script(),
         # Only the example files are served by path; conversations' files are served from Gradio's
         # cache under random folder names, each copy deleted when its conversation ends (webui.files).
         "allowed_paths": [str(ASSETS)],

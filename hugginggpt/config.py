@@ -101,6 +101,7 @@ class Settings:
     app_concurrency: int = 8  # requests answered at once, across all sessions
     app_leave_grace_seconds: float = 120.0  # a left page's conversation leaves memory (kept on disk)
     app_retention_hours: float | None = None  # unused this long, deleted; None: 720 private, 24 public
+    app_conversations_max_gb: float | None = None  # kept at most (oldest out); None: 5 public; 0: no cap
     app_secret: str | None = field(default=None, repr=False)  # the browser store's key (else generated)
     app_upload_quota_mb: float = 200.0  # bytes one address may upload to the page per upload_keep_hours
     app_upload_keep_hours: float = 3.0  # an upload no conversation took in is deleted after this
@@ -155,6 +156,8 @@ class Settings:
             raise ValueError("max_model_gb and max_download_gb must not be negative (0: no limit)")
         if self.app_retention_hours is not None and self.app_retention_hours <= 0:
             raise ValueError("app_retention_hours must be more than 0")
+        if self.app_conversations_max_gb is not None and self.app_conversations_max_gb < 0:
+            raise ValueError("app_conversations_max_gb must not be negative (0: no cap)")
         if self.cache_max_bytes < 0 or not 0 <= self.seed < 2**31:
             raise ValueError("cache_max_bytes must not be negative; seed is from 0 to 2**31 - 1")
 
@@ -222,7 +225,7 @@ def _coerce(name: str, value: Any) -> Any:
         return tuple(str(n).strip() for n in names if str(n).strip())
     if isinstance(default, bool) or name in ("public", "oauth"):
         return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
-    if name == "app_retention_hours":
+    if name in ("app_retention_hours", "app_conversations_max_gb"):
         return float(value)
     if isinstance(default, int) or name == "shots":
         return int(value)

@@ -5,12 +5,12 @@ and "Undo delete" brings it back."""
 
 import re
 import socket
-import time
 
 import pytest
-from app_support import app_settings, photo, running_app
-from test_browser import SCREENSHOTS, _browser_or_skip, chromium
+from app_support import app_settings, fake_catalog, photo, running_app
+from test_browser import SCREENSHOTS, _browser_or_skip, chromium, open_app
 
+STORED = "() => localStorage.getItem('hugginggpt')"  # this browser's store (webui.saved), encrypted
 SERVED = "#chat img[src*='/gradio_api/file=']"  # the photo and the drawing
 
 
@@ -94,10 +94,11 @@ def test_a_conversation_its_media_and_settings_come_back_after_a_restart(llm_ser
             page.locator("#request textarea").press("Enter")
             chat.get_by_text("Answer for conv-second").wait_for()
             page.locator("#stop").wait_for(state="hidden")  # the run has ended
+            stored = page.evaluate(STORED)
             page.locator("#earlier").click()
             page.get_by_role("option", name=re.compile(r"^\[conv-lasting\]")).click()
             chat.get_by_text("Answer for conv-lasting").wait_for()
-            time.sleep(0.5)
+            page.wait_for_function(f"stored => ({STORED})() !== stored", arg=stored)  # the pick is kept
             page.reload()
             chat.get_by_text("Answer for conv-lasting").wait_for()
             assert chat.get_by_text("Answer for conv-second").count() == 0
@@ -114,3 +115,30 @@ def test_a_conversation_its_media_and_settings_come_back_after_a_restart(llm_ser
             chat.locator("audio").first.wait_for(state="attached")
             assert all(page.request.get(u).status == 200 for u in served_urls(page, demo.local_url))
     assert not [e for e in errors if "localStorage" in e], errors
+
+
+@pytest.mark.browser
+def test_the_conversations_menu_losing_focus_switches_nothing(llm_server, tmp_path):
+    """Gradio's menu sends "input" whenever it loses focus, with the conversation it shows. Clicking
+    "New conversation" right after looking at the menu sent both; a busy server that took the menu's
+    last switched back to the old conversation, and the next request went into it. Only a pick may
+    switch."""
+    sync_playwright = _browser_or_skip()
+    app = running_app(app_settings(llm_server, tmp_path / "ws"), catalog=fake_catalog())
+    with sync_playwright() as p, chromium(p) as browser, app as demo:
+        handler = {getattr(f.fn, "__name__", ""): i for i, f in demo.fns.items()}
+        sent: list[int] = []
+
+        def joined(request) -> None:
+            if "/queue/join" in request.url:
+                sent.append(request.post_data_json["fn_index"])
+
+        page = open_app(browser, demo.local_url, height=900)
+        page.on("request", joined)
+        page.locator("#earlier").click()
+        page.get_by_role("option").first.wait_for()
+        page.keyboard.press("Escape")
+        new = handler["on_new"]
+        with page.expect_request(lambda r: "/queue/join" in r.url and r.post_data_json["fn_index"] == new):
+            page.locator("#new-conversation").click()  # the menu loses its focus on the way
+        assert handler["on_pick"] not in sent, sent  # requests go out in order: the menu's came first

@@ -80,6 +80,8 @@ def test_one_settings_entry_point_whose_empty_fields_show_what_the_server_uses(l
         page = open_app(browser, demo.local_url, height=900)
         page.locator("footer").get_by_text("API", exact=False).first.wait_for()  # the footer is there
         assert page.get_by_text("Settings", exact=True).count() == 1  # Gradio's footer link is not
+        footer = " ".join(page.locator("footer").inner_text().split())
+        assert footer == "Use via API or MCP · Built with Gradio", footer  # no dot left over at its end
         page.locator("#settings").get_by_text("Settings", exact=True).click()
         url, model = page.get_by_label("LLM base URL"), page.get_by_label("LLM model")
         assert url.input_value() == "" and model.input_value() == ""  # empty: the server's

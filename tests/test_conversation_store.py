@@ -17,7 +17,7 @@ from hugginggpt.workspace import Workspace
 from webui import saved
 from webui.browser_secret import browser_secret
 from webui.chat import ChatApp, LLMChoice
-from webui.conversation_store import ConversationStore, retention_hours, work_folder
+from webui.conversation_store import ConversationStore, max_bytes, retention_hours, work_folder
 from webui.files import Publisher
 
 CATALOG = Catalog(
@@ -197,3 +197,67 @@ def test_a_disk_that_refuses_the_record_does_not_break_the_chat(llm_server, tmp_
     key = saved.new_key()
     ask(chat, key, "[conv-full] caption this photo", photo(tmp_path / "a.png"))
     assert len(chat.conversations.find(key).history) == 2  # answered, kept in memory
+
+
+def test_the_disk_cap_removes_the_least_recently_updated_conversations_first(tmp_path):
+    """Over the cap, a deleted conversation goes first, then the oldest saved ones, with their
+    results (`gone`), until the rest fits; a save over the cap trims at once."""
+    now = [1_000_000.0]
+    store = ConversationStore(tmp_path / "c", retention_seconds=86400, max_bytes=7_000, clock=lambda: now[0])
+    keys = [saved.new_key() for _ in range(4)]
+    for key in keys:  # 3000 bytes of files each, saved one second apart
+        Workspace(store.workspace_root(key))
+        (store.workspace_root(key) / "outputs" / "out.bin").write_bytes(b"x" * 3000)
+        store.save(key, {"title": key})
+        now[0] += 1
+    store.delete(keys[2])
+    gone: list[Path] = []
+    assert store.over_cap and store.sweep(gone=gone.append) == 2  # 4 x ~3 kB: two must go
+    assert gone == [store.workspace_root(keys[2]), store.workspace_root(keys[0])]
+    assert store.load(keys[0]) is None and not store.workspace_root(keys[0]).exists()
+    assert store.undelete(keys[2]) is False  # the deleted one was the first to go
+    assert store.load(keys[1]) and store.load(keys[3]) and not store.over_cap
+
+    # A save that goes over trims right away; a conversation in `keep` (open now) stays.
+    extra = saved.new_key()
+    Workspace(store.workspace_root(extra))
+    (store.workspace_root(extra) / "outputs" / "big.bin").write_bytes(b"x" * 1000)
+    store.save(extra, {"title": "extra"})
+    assert store.over_cap and store.trim(keep=[keys[1]]) == 1
+    assert store.load(keys[1]) and store.load(keys[3]) is None and store.load(extra)
+
+
+def test_the_table_trims_after_a_save_never_an_open_conversation_and_forgets_its_results(tmp_path):
+    from webui.conversations import ConversationTable
+
+    store = ConversationStore(tmp_path / "c", retention_seconds=86400, max_bytes=5_000)
+    forgotten: list[str] = []
+
+    class Cache:
+        def forget_scope(self, scope: str) -> None:
+            forgotten.append(scope)
+
+    table = ConversationTable(tmp_path, store=store, saved=saved.valid_key, cache=Cache())  # type: ignore[arg-type]
+    first, second = saved.new_key(), saved.new_key()
+    for key in (first, second):
+        conv = table.get(key, "")
+        (conv.workspace.root / "outputs" / "out.bin").write_bytes(b"x" * 3000)
+        conv.requests = 1
+        table.save(conv)
+    # Both are open (in memory): over the cap, yet neither is removed.
+    assert store.over_cap and store.load(first) and store.load(second)
+    with table._lock:
+        table._by_session.pop(first)  # its page left: out of memory, kept on disk
+    table.save(table.get(second, ""))  # the next save trims at once
+    assert store.load(first) is None and store.load(second) and not store.over_cap
+    assert forgotten == [str(store.workspace_root(first))]
+
+
+def test_the_disk_cap_follows_the_settings():
+    assert max_bytes(Settings()) is None  # a private app: the owner's own disk
+    assert max_bytes(Settings(public=True)) == 5_000_000_000
+    assert max_bytes(Settings(public=True, app_conversations_max_gb=0)) is None  # 0: no cap
+    env = {"HUGGINGGPT_APP_CONVERSATIONS_MAX_GB": "0.5"}
+    assert max_bytes(load_settings(environ=env)) == 500_000_000
+    with pytest.raises(ValueError, match="app_conversations_max_gb"):
+        Settings(app_conversations_max_gb=-1)

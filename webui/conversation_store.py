@@ -7,7 +7,8 @@ secret, is written nowhere on the server, and the folder names lead back to no k
 
 Deleting moves both into `.deleted/` for a short undo; whoever serves the files removes its copies
 at once (webui.conversations), so nothing of it is reachable meanwhile. Records not used for
-`retention_seconds`, and deleted ones past the undo, are removed for good by `sweep()`.
+`retention_seconds`, and deleted ones past the undo, are removed for good by `sweep()`; so are,
+with a cap on the bytes kept (`max_bytes`), the least recently updated ones beyond it.
 No Gradio here: the store is plain files and JSON.
 """
 
@@ -19,7 +20,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 
 PRIVATE_RETENTION_HOURS = 30 * 24.0
 PUBLIC_RETENTION_HOURS = 24.0
+PUBLIC_MAX_GB = 5.0  # what a public app keeps at most, unless the setting says otherwise
 UNDO_SECONDS = 600.0  # how long a deleted conversation can be brought back
 SPACE_STORAGE = Path("/data")  # a Space's persistent storage, when the Space has it
 
@@ -38,6 +40,15 @@ def retention_hours(settings: Settings) -> float:
     if settings.app_retention_hours is not None:
         return settings.app_retention_hours
     return PUBLIC_RETENTION_HOURS if settings.is_public else PRIVATE_RETENTION_HOURS
+
+
+def max_bytes(settings: Settings) -> int | None:
+    """How many bytes of conversations are kept at most: the setting (0: no cap), else a cap on a
+    public app only (strangers fill the disk; on a private app it is the owner's own)."""
+    gb = settings.app_conversations_max_gb
+    if gb is None:
+        gb = PUBLIC_MAX_GB if settings.is_public else 0
+    return int(gb * 1e9) if gb else None
 
 
 def work_folder(settings: Settings, *, space_storage: Path = SPACE_STORAGE) -> Path:
@@ -55,14 +66,19 @@ class ConversationStore:
         *,
         retention_seconds: float,
         undo_seconds: float = UNDO_SECONDS,
+        max_bytes: int | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.root = Path(root).resolve()
         self.deleted = self.root / ".deleted"
         self.retention_seconds = retention_seconds
         self.undo_seconds = undo_seconds
+        self.max_bytes = max_bytes
         self.clock = clock
         self.deleted.mkdir(parents=True, exist_ok=True)
+        # With a cap: the bytes of each conversation on disk, by its record's path (saved or deleted).
+        # A save measures its own conversation only; a sweep measures them all again.
+        self._sizes: dict[Path, int] | None = None
 
     @staticmethod
     def folder_id(key: str) -> str:
@@ -95,6 +111,14 @@ class ConversationStore:
         partial = path.with_suffix(".partial")
         partial.write_text(json.dumps(record, ensure_ascii=False, default=str), encoding="utf-8")
         os.replace(partial, path)
+        os.utime(path, (record["updated"], record["updated"]))  # its age, for the cap's order
+        if self.max_bytes is not None:
+            self._measured()[path] = self._size(path)
+
+    @property
+    def over_cap(self) -> bool:
+        """Whether the conversations on disk take more than the cap (as last measured)."""
+        return self.max_bytes is not None and sum(self._measured().values()) > self.max_bytes
 
     def delete(self, key: str) -> bool:
         """Moves the record and the workspace aside for an undo; False when there was no record."""
@@ -109,6 +133,7 @@ class ConversationStore:
             os.replace(self.workspace_root(key), self.deleted / name)
         now = self.clock()
         os.utime(self.deleted / record.name, (now, now))  # the undo's time starts now
+        self._moved(record, self.deleted / record.name)
         return True
 
     def undelete(self, key: str) -> bool:
@@ -122,11 +147,17 @@ class ConversationStore:
         if (self.deleted / name).is_dir():
             os.replace(self.deleted / name, self.workspace_root(key))
         os.replace(record, self._record(key))
+        self._moved(record, self._record(key))
         return True
 
-    def sweep(self, gone: Callable[[Path], object] = lambda root: None) -> int:
-        """Removes expired conversations, and deleted ones past their undo; returns how many.
-        `gone(root)` is told each one's workspace root as it was used (to drop what else it left)."""
+    def _moved(self, old: Path, new: Path) -> None:
+        if self._sizes is not None:
+            self._sizes[new] = self._sizes.pop(old, 0) or self._size(new)
+
+    def sweep(self, gone: Callable[[Path], object] = lambda root: None, *, keep: Collection[str] = ()) -> int:
+        """Removes expired conversations, and deleted ones past their undo; then, over the cap,
+        measures them all and trims (below). Returns how many. `gone(root)` is told each one's
+        workspace root as it was used (to drop what else it left)."""
         removed = 0
         for record in self.root.glob("*.json"):
             try:
@@ -143,11 +174,47 @@ class ConversationStore:
             if folder.is_dir() and folder != self.deleted and not folder.with_suffix(".json").exists():
                 if self._expired(folder.stat().st_mtime):
                     shutil.rmtree(folder, ignore_errors=True)
+        if self.max_bytes is not None:
+            self._sizes = None  # measured again: workspaces grow between saves
+            removed += self.trim(gone, keep=keep)
         return removed
+
+    def trim(self, gone: Callable[[Path], object] = lambda root: None, *, keep: Collection[str] = ()) -> int:
+        """Over the cap (sizes as last measured), removes the least recently updated conversations,
+        deleted ones first, until the rest fits; never those of the keys in `keep`. Returns how many."""
+        if not self.over_cap:
+            return 0
+        sizes, kept = self._measured(), {self._record(k) for k in keep}
+        total, removed = sum(sizes.values()), 0
+        # A deleted one (it waits for an undo) goes first, then by the time each was last saved.
+        order = sorted(sizes, key=lambda p: (p.parent != self.deleted, _mtime(p)))
+        for record in order:
+            if total <= (self.max_bytes or 0):
+                break
+            if record not in kept:
+                total -= sizes[record]
+                removed += self._remove(record.parent, record.stem, gone)
+        return removed
+
+    def _measured(self) -> dict[Path, int]:
+        if self._sizes is None:
+            records = [*self.root.glob("*.json"), *self.deleted.glob("*.json")]
+            self._sizes = {record: self._size(record) for record in records}
+        return self._sizes
+
+    @staticmethod
+    def _size(record: Path) -> int:
+        """The bytes of a conversation: its record and every file of its workspace."""
+        size = _file_size(record)
+        for folder, _, names in os.walk(record.with_suffix("")):
+            size += sum(_file_size(Path(folder, name)) for name in names)
+        return size
 
     def _remove(self, base: Path, name: str, gone: Callable[[Path], object]) -> int:
         (base / f"{name}.json").unlink(missing_ok=True)
         shutil.rmtree(base / name, ignore_errors=True)
+        if self._sizes is not None:
+            self._sizes.pop(base / f"{name}.json", None)
         gone(self.root / name)
         return 1
 
@@ -155,3 +222,17 @@ class ConversationStore:
         if not isinstance(updated, int | float):
             return True
         return self.clock() - updated > self.retention_seconds
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.lstat().st_size
+    except OSError:  # gone meanwhile
+        return 0
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0

@@ -217,6 +217,8 @@ class ConversationTable:
                 self.store.save(conv.key, conv.record())
             except OSError as e:  # a full or read-only disk: the chat goes on, kept in memory only
                 log.warning("conversation not saved: %s", e)
+            if self.store.over_cap:  # the oldest go at once, not at the next sweep
+                self.store.trim(gone=self._forget_results, keep=self._open_keys())
 
     def _end_idle(self) -> list[Conversation]:
         """Takes idle conversations out of memory; returns those that end with it (not saved)."""
@@ -303,10 +305,18 @@ class ConversationTable:
         return self.find(session)
 
     def sweep(self) -> None:
-        """Removes saved conversations past their retention, and deleted ones past their undo."""
+        """Removes saved conversations past their retention, deleted ones past their undo, and the
+        oldest beyond the disk cap."""
         if self.store is not None:
             with self._store_lock:
-                self.store.sweep(gone=self._forget_results)
+                self.store.sweep(gone=self._forget_results, keep=self._open_keys())
+
+    def _open_keys(self) -> set[str]:
+        """The conversations the cap never removes: those in memory (a page shows them, or left it
+        within the grace; a run may be writing their files). They leave memory within
+        idle_seconds, and the next sweep may then remove them. Called with the store's lock held."""
+        with self._lock:
+            return {c.key for c in self._by_session.values() if c.key}
 
     def _forget_results(self, root: Path) -> None:
         """The result cache entries of a conversation removed for good (scope: its workspace)."""

@@ -28,7 +28,7 @@ from hugginggpt.pipeline import Pipeline
 from . import saved
 from .backends import Backends
 from .callers import Callers
-from .conversation_store import ConversationStore, retention_hours, work_folder
+from .conversation_store import ConversationStore, max_bytes, retention_hours, work_folder
 from .conversations import Conversation, ConversationTable
 from .review_form import draft_from_json
 from .session_settings import LLMChoice, merge_settings
@@ -78,7 +78,9 @@ class Host:
             leave_grace_seconds=settings.app_leave_grace_seconds,
             cache=self.backends.cache,
             store=ConversationStore(
-                self.workdir / "conversations", retention_seconds=retention_hours(settings) * 3600
+                self.workdir / "conversations",
+                retention_seconds=retention_hours(settings) * 3600,
+                max_bytes=max_bytes(settings),
             ),
             saved=saved.valid_key,  # a browser's conversations; an API client's end with its session
             read_draft=lambda raw: draft_from_json(raw, self.catalog),
