@@ -15,6 +15,7 @@ HUGGINGGPT_API_KEYS is set). The concurrency limit covers those calls too.
 import webui.gpu  # noqa: F401  (first of all: it imports `spaces` before anything touches torch)
 
 # isort: split
+import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,6 +173,7 @@ class ChatPage:
 
     def build(self, demo: Any) -> None:
         self.demo = demo
+        self.follows: list[Any] = []  # the events that follow a run going on (ChatPage.follow)
         self.ui = self._layout()
         self._wire_run()
         self._wire_conversations()
@@ -471,9 +473,28 @@ class ChatPage:
         key = self.visitors.left(_session(request))
         if key is None:  # an API client or a page without a store: its conversation ends with it
             self.chat.drop(_session(request))
-        else:  # its run stops; the conversation stays on disk for the next visit
-            self.chat.stop(key)
+        else:  # its run goes on (webui.live_runs); the conversation stays on disk for the next visit
             self.host.conversations.leave(key)
+
+    async def follow(self, conv_key: str, request: gr.Request):
+        """A run going on in the open conversation (begun before a reload, in another tab, or by a
+        page since closed): its chat as it advances, Stop shown and the message box locked meanwhile."""
+        session, key = _session(request), self.conversation_key(conv_key, request)
+        run = self.chat.live(key)
+        if run is None:  # (a generator that yields nothing would leave the message box unusable)
+            yield (gr.skip(),) * (4 + len(self.plan_controls.busy_outputs))
+            return
+        busy = self.plan_controls.busy()
+        async for messages, trace_files, running in run.changes():
+            conv = self.host.find(key)
+            if conv is None or conv.ended or not self.visitors.shows(session, key):
+                return  # deleted, or the page opened another conversation meanwhile
+            yield (
+                *await asyncio.to_thread(self.published, key, messages, trace_files),  # copies files
+                gr.MultimodalTextbox(interactive=not running),
+                gr.Button(visible=running),
+                *(busy if running else [gr.skip()] * len(busy)),
+            )
 
     def restore(self, store: Any, request: gr.Request):
         """A page (re)load: this browser's open conversation and settings, if the server has them.
@@ -551,9 +572,10 @@ class ChatPage:
         ui.new.click(self.on_new, [ui.conv_key, ui.store], switched, cancels=[self.run], **QUIET).then(
             *refresh, **QUIET
         )
-        ui.earlier.input(
+        picked = ui.earlier.input(
             self.on_pick, [ui.earlier, ui.conv_key, ui.store], switched, cancels=[self.run], **QUIET
         ).then(*refresh, **QUIET)
+        self._follow_after(picked)
         ui.chatbot.clear(
             self.on_clear,
             [ui.conv_key],
@@ -585,9 +607,26 @@ class ChatPage:
         ui = self.ui
         # the limits are not remembered in the browser: each visit starts at the server's
         loaded = [ui.conv_key, ui.chatbot, ui.traces, ui.store, ui.earlier, *ui.choice_inputs[:5]]
-        self.demo.load(self.restore, [ui.store], [*loaded, ui.keep_key, ui.review.toggle], **QUIET).then(
-            self.show_status, ui.choice_inputs, ui.status_outputs, **QUIET
-        ).then(*self.refresh, **QUIET)
+        loaded_page = (
+            self.demo.load(self.restore, [ui.store], [*loaded, ui.keep_key, ui.review.toggle], **QUIET)
+            .then(self.show_status, ui.choice_inputs, ui.status_outputs, **QUIET)
+            .then(*self.refresh, **QUIET)
+        )
+        self._follow_after(loaded_page)
+        # Opening another conversation, or deleting this one, stops following a run (not the run).
+        switches = [ui.new.click, ui.earlier.input, ui.undo.click, ui.chatbot.clear]
+        gr.on(switches, None, None, None, cancels=self.follows, **QUIET)
+
+    def _follow_after(self, opened: Any) -> None:
+        """After a conversation is shown: a run going on in it is followed until it ends (the page
+        then as after a run of its own)."""
+        ui = self.ui
+        outputs = [ui.chatbot, ui.traces, ui.box, ui.stop, *self.plan_controls.busy_outputs]
+        # Waits on the event loop, not in a worker: as many pages may follow as there are runs.
+        followed = opened.then(self.follow, [ui.conv_key], outputs, concurrency_limit=None, **QUIET)
+        self.follows.append(followed)
+        finish = (self.after_run, [ui.conv_key, ui.store], [ui.box, ui.stop, ui.store, ui.earlier])
+        followed.then(*finish, **QUIET).then(*self.refresh, **QUIET)
 
 
 def launch_options(max_upload_bytes: int = 20_000_000, *, demo: Any = None) -> dict[str, Any]:

@@ -57,7 +57,7 @@ def test_a_browser_run_goes_on_when_its_page_goes_away_and_is_saved_when_it_ends
     time.sleep(0.3)  # past the leave grace: a running conversation stays in memory all the same
     assert chat.conversations.find(key) is conv and chat.slots.running == 1  # it holds its slot
 
-    updates = list(chat.follow(key))  # a page that comes back follows it until it ends
+    updates = list(chat.live(key).follow())  # a page that comes back follows it until it ends
     assert all(running for _, _, running in updates[:-1]) and not updates[-1][2]
     assert texts(updates[-1][0])[-1].startswith("Answer for conv-kept")
     assert "Stopped." not in texts(conv.display)
@@ -70,15 +70,16 @@ def test_a_browser_run_goes_on_when_its_page_goes_away_and_is_saved_when_it_ends
     assert "Answer for conv-kept" in json.dumps(json.loads(record.read_text())["display"])
     restarted, _ = slow_app(llm_server, tmp_path / "ws")  # as after an app restart
     assert texts(restarted.conversations.find(key).display)[-1].startswith("Answer for conv-kept")
-    assert list(restarted.follow(key)) == []  # nothing runs in it
+    assert restarted.live(key) is None  # nothing runs in it
 
 
 def test_stop_and_delete_still_end_a_run_nobody_watches(llm_server, tmp_path):
     chat, endpoint = slow_app(llm_server, tmp_path / "ws")
     stopped, deleted = saved.new_key(), saved.new_key()
     start_and_leave(chat, endpoint, stopped, "[conv-stop] caption", photo(tmp_path / "a.png"))
+    run = chat.live(stopped)
     assert chat.stop(stopped)
-    *_, (messages, _, running) = chat.follow(stopped)
+    *_, (messages, _, running) = run.follow()
     assert texts(messages)[-1] == "Stopped." and not running
     endpoint.calls.clear()
     start_and_leave(chat, endpoint, deleted, "[conv-deleted] caption", photo(tmp_path / "b.png"))

@@ -27,7 +27,7 @@ from hugginggpt.records import TaskStatus
 from .backends import Backends
 from .conversations import Conversation, ConversationTable, TableFull
 from .host import CONFIGURE_HINT, Host
-from .live_runs import STOP_GRACE_SECONDS, LiveRun, Update
+from .live_runs import STOP_GRACE_SECONDS, LiveRun
 from .render import RunView, user_message
 from .review_form import Draft, Origin
 from .session_settings import LLMChoice
@@ -266,13 +266,11 @@ class ChatApp:
             if not conv.key:  # an API client's: no page comes back to it, so it ends with its stream
                 run.end(Done(Outcome.CANCELLED))
 
-    def follow(self, session: str) -> Iterator[Update]:
+    def live(self, session: str) -> LiveRun | None:
         """The run going on in the session's conversation (started by a page since reloaded or
-        closed, or in another tab), from where it is until it ends; nothing when none is."""
+        closed, or in another tab), for a page to follow; None when none is."""
         conv = self.conversations.find(session)
-        run = conv.run if conv is not None else None
-        if run is not None:
-            yield from run.follow()
+        return conv.run if conv is not None else None
 
     def _end_run(self, conv: Conversation, text: str, run: LiveRun) -> None:
         """The run has ended (LiveRun calls this once): into the conversation, and saved."""

@@ -10,11 +10,12 @@ whose conversation no page can come back to (webui.chat).
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from hugginggpt.events import Done, ErrorKind, Outcome
@@ -106,6 +107,20 @@ class LiveRun:
             return list(self._before()), list(self._traces()), False
         # A copy: the run's thread changes its messages while the page sends them out.
         return self._before() + copy.deepcopy(self.view.messages), list(self._traces()), True
+
+    async def changes(self, poll: float = 0.1) -> AsyncIterator[Update]:
+        """As `follow`, for a page's handler: it waits on the event loop, holding no thread (a
+        thread each would let a few followers of long runs take all of Gradio's workers)."""
+        seen = -1
+        while True:
+            if self._version == seen:
+                await asyncio.sleep(poll)
+                continue
+            with self._changed:  # held by the run's thread only while it feeds a batch
+                seen, update = self._version, self._snapshot()
+            yield update
+            if not update[2]:
+                return
 
     def follow(self) -> Iterator[Update]:
         """The chat now, then after each change, until the run has ended (the last update says so).
