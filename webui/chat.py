@@ -275,9 +275,11 @@ class ChatApp:
     def _end_run(self, conv: Conversation, text: str, run: LiveRun) -> None:
         """The run has ended (LiveRun calls this once): into the conversation, and saved."""
         run.cancel.set()  # nothing more runs for it
-        self._finish(conv, text, run.view)
-        conv.cancel = conv.run = None
-        self.conversations.save(conv)
+        try:
+            self._finish(conv, text, run.view)
+        finally:  # the conversation takes requests again, whatever happened
+            conv.cancel = conv.run = None
+            self.conversations.save(conv)
 
     def _finish(self, conv: Conversation, text: str, view: RunView) -> None:
         done = view.done

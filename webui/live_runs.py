@@ -93,14 +93,12 @@ class LiveRun:
             self._end()
 
     def _end(self) -> None:
-        self._finish()
-        self.ended = True
-        self._version += 1
-        self._changed.notify_all()
-
-    def snapshot(self) -> Update:
-        with self._changed:
-            return self._snapshot()
+        try:
+            self._finish()
+        finally:  # followers stop following even if finishing failed
+            self.ended = True
+            self._version += 1
+            self._changed.notify_all()
 
     def _snapshot(self) -> Update:
         if self.ended:  # the run's messages are in the conversation's display now
