@@ -1,9 +1,11 @@
 """A request keeps running when its tab is reloaded or closed (issue 20), in a real headless
 Chromium: after a reload the page follows the run (Stop shown, the message box locked) until its
-answer, and a page opened after the tab was closed finds the finished answer; nothing was sent
-again meanwhile."""
+answer, so does a second tab, and a page opened after the tab was closed finds the finished
+answer; nothing was sent again meanwhile."""
 
+import threading
 import time
+from dataclasses import dataclass, field
 
 import pytest
 from app_support import app_settings, fake_catalog, photo, running_app
@@ -18,6 +20,20 @@ def ask(page, text: str, picture) -> None:
     page.locator("#request img").first.wait_for()
     page.locator("#request textarea").fill(text)
     page.locator("#request textarea").press("Enter")
+
+
+@dataclass
+class GatedEndpoint(FakeEndpoint):
+    """The fake endpoint, whose captioner (the first task) runs until the test opens the gate."""
+
+    gate: threading.Event = field(default_factory=threading.Event)
+    waiting: threading.Event = field(default_factory=threading.Event)  # the captioner has started
+
+    def run(self, task, model, inputs, out_dir, *, stop=None):
+        if task == "image-to-text":
+            self.waiting.set()
+            self.gate.wait(15)
+        return super().run(task, model, inputs, out_dir, stop=stop)
 
 
 def new_page(context, url: str):
@@ -42,7 +58,7 @@ def plans_of(server, tag: str) -> int:
 @pytest.mark.browser
 def test_a_run_goes_on_across_a_reload_and_a_closed_tab(llm_server, tmp_path):
     sync_playwright = _browser_or_skip()
-    endpoint = FakeEndpoint(duration=1.5)  # each task: a run of about 3 s (two tasks run at once)
+    endpoint = GatedEndpoint(duration=0.2)
     settings = app_settings(llm_server, tmp_path / "ws")
     with (
         running_app(settings, catalog=CATALOG, endpoint=endpoint) as demo,
@@ -54,7 +70,7 @@ def test_a_run_goes_on_across_a_reload_and_a_closed_tab(llm_server, tmp_path):
         page = new_page(context, demo.local_url)
         ask(page, "[conv-reloaded] caption this", photo(tmp_path / "a.png"))
         page.locator("#stop").wait_for()
-        wait_until(lambda: endpoint.calls)  # a model is running
+        wait_until(endpoint.waiting.is_set)  # a model is running
         sent = plans_of(llm_server, "conv-reloaded")
 
         page.reload()  # mid-run: the page follows the run where it is
@@ -63,20 +79,29 @@ def test_a_run_goes_on_across_a_reload_and_a_closed_tab(llm_server, tmp_path):
         assert page.locator("#request textarea").is_disabled()
         chat = page.locator("#chat")
         assert chat.get_by_text("Answer for conv-reloaded").count() == 0  # still running
+        other = new_page(context, demo.local_url)  # a second tab follows it too
+        other.locator("#stop").wait_for()
+        endpoint.gate.set()  # the captioner may finish now
         chat.get_by_text("Answer for conv-reloaded").wait_for()
+        other.locator("#chat").get_by_text("Answer for conv-reloaded").wait_for()
+        other.close()
         page.locator("#stop").wait_for(state="hidden")
         page.wait_for_function("() => !document.querySelector('#request textarea').disabled")
         assert chat.get_by_text("Stopped.").count() == 0
         assert plans_of(llm_server, "conv-reloaded") == sent  # nothing was sent again
 
         endpoint.calls.clear()
+        endpoint.gate.clear()
+        endpoint.waiting.clear()
         ask(
             page, "[conv-closed] caption this", photo(tmp_path / "b.png", (56, 40))
         )  # another: not from the cache
-        wait_until(lambda: endpoint.calls)
+        wait_until(endpoint.waiting.is_set)
         page.close()  # the tab is closed mid-run
         conv = next(c for c in demo.chat_app.conversations.values() if "conv-closed" in str(c.display))
-        assert conv.cancel is not None
+        time.sleep(0.5)  # the page's unload has reached the app
+        assert conv.cancel is not None and not conv.cancel.is_set()
+        endpoint.gate.set()
         wait_until(lambda: conv.cancel is None)  # the run goes on without a page, to its end
         assert len(endpoint.calls) == 3  # every task ran
 
