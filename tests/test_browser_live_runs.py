@@ -3,14 +3,12 @@ Chromium: after a reload the page follows the run (Stop shown, the message box l
 answer, so does a second tab, and a page opened after the tab was closed finds the finished
 answer; nothing was sent again meanwhile."""
 
-import threading
 import time
-from dataclasses import dataclass, field
 
 import pytest
 from app_support import app_settings, fake_catalog, photo, running_app
-from fakes.endpoints import FakeEndpoint
 from test_browser import _browser_or_skip, chromium
+from test_live_runs import GatedEndpoint
 
 CATALOG = fake_catalog()
 
@@ -20,20 +18,6 @@ def ask(page, text: str, picture) -> None:
     page.locator("#request img").first.wait_for()
     page.locator("#request textarea").fill(text)
     page.locator("#request textarea").press("Enter")
-
-
-@dataclass
-class GatedEndpoint(FakeEndpoint):
-    """The fake endpoint, whose captioner (the first task) runs until the test opens the gate."""
-
-    gate: threading.Event = field(default_factory=threading.Event)
-    waiting: threading.Event = field(default_factory=threading.Event)  # the captioner has started
-
-    def run(self, task, model, inputs, out_dir, *, stop=None):
-        if task == "image-to-text":
-            self.waiting.set()
-            self.gate.wait(15)
-        return super().run(task, model, inputs, out_dir, stop=stop)
 
 
 def new_page(context, url: str):

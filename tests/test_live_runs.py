@@ -4,12 +4,15 @@ is closed mid-run (a reload, a closed tab), and the answer still lands in the co
 its record on disk; a page that comes back follows the run until it ends."""
 
 import json
+import threading
 import time
+from dataclasses import dataclass, field
 
 from app_support import app_settings, photo
 from fakes.endpoints import FakeEndpoint, cards
 
 from hugginggpt.catalog import Catalog
+from hugginggpt.endpoints import Stopped
 from webui import saved
 from webui.chat import ChatApp, LLMChoice
 
@@ -22,17 +25,34 @@ CATALOG = Catalog(
 )
 
 
-def slow_app(llm_server, workdir, **more) -> tuple[ChatApp, FakeEndpoint]:
-    endpoint = FakeEndpoint(duration=0.6)  # each task: the run takes a second or two
+@dataclass
+class GatedEndpoint(FakeEndpoint):
+    """The fake endpoint, whose captioner (each run's first task) runs until the test opens the
+    gate, or until the run is stopped: a run that goes on exactly as long as the test needs."""
+
+    gate: threading.Event = field(default_factory=threading.Event)
+    waiting: threading.Event = field(default_factory=threading.Event)  # the captioner has started
+
+    def run(self, task, model, inputs, out_dir, *, stop=None):
+        if task == "image-to-text":
+            self.waiting.set()
+            while not self.gate.wait(0.02):
+                if stop is not None and stop.is_set():
+                    self.stopped.append(model.id)
+                    raise Stopped(f"{model.id}: stopped")
+        return super().run(task, model, inputs, out_dir, stop=stop)
+
+
+def slow_app(llm_server, workdir, **more) -> tuple[ChatApp, GatedEndpoint]:
+    endpoint = GatedEndpoint(duration=0.1)
     return ChatApp(app_settings(llm_server, workdir, **more), catalog=CATALOG, endpoint=endpoint), endpoint
 
 
-def start_and_leave(chat: ChatApp, endpoint: FakeEndpoint, key: str, text: str, picture) -> None:
-    """Sends a request and closes its stream as soon as a model runs: the page went away."""
+def start_and_leave(chat: ChatApp, endpoint: GatedEndpoint, key: str, text: str, picture) -> None:
+    """Sends a request and closes its stream once its first model runs: the page went away."""
     updates = chat.respond(key, {"text": text, "files": [str(picture)]}, LLMChoice())
-    for _ in updates:
-        if endpoint.calls:
-            break
+    next(updates)  # the request has started
+    wait_until(endpoint.waiting.is_set)
     updates.close()
 
 
@@ -57,6 +77,7 @@ def test_a_browser_run_goes_on_when_its_page_goes_away_and_is_saved_when_it_ends
     time.sleep(0.3)  # past the leave grace: a running conversation stays in memory all the same
     assert chat.conversations.find(key) is conv and chat.slots.running == 1  # it holds its slot
 
+    endpoint.gate.set()  # the first model may finish now
     updates = list(chat.live(key).follow())  # a page that comes back follows it until it ends
     assert all(running for _, _, running in updates[:-1]) and not updates[-1][2]
     assert texts(updates[-1][0])[-1].startswith("Answer for conv-kept")
@@ -81,7 +102,7 @@ def test_stop_and_delete_still_end_a_run_nobody_watches(llm_server, tmp_path):
     assert chat.stop(stopped)
     *_, (messages, _, running) = run.follow()
     assert texts(messages)[-1] == "Stopped." and not running
-    endpoint.calls.clear()
+    endpoint.waiting.clear()
     start_and_leave(chat, endpoint, deleted, "[conv-deleted] caption", photo(tmp_path / "b.png"))
     conv = chat.conversations.find(deleted)
     chat.drop(deleted)
@@ -97,5 +118,5 @@ def test_an_api_clients_run_still_ends_with_its_stream(llm_server, tmp_path):
     start_and_leave(chat, endpoint, "a-gradio-session-hash", "[conv-api] caption", photo(tmp_path / "a.png"))
     conv = chat.conversations.find("a-gradio-session-hash")
     assert conv.cancel is None and texts(conv.display)[-1] == "Stopped."
-    assert len(endpoint.calls) == 1  # nothing ran after the stream was closed
     wait_until(lambda: chat.slots.running == 0)
+    assert endpoint.stopped == ["org/captioner"] and not endpoint.calls  # stopped; nothing ran after
