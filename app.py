@@ -175,6 +175,7 @@ class ChatPage:
         self.demo = demo
         self.follows: list[Any] = []  # the events that follow a run going on (ChatPage.follow)
         self.ui = self._layout()
+        self.followed = gr.State(False)  # whether the last of them followed one: a run's after-steps
         self._wire_run()
         self._wire_conversations()
         self._wire_settings()
@@ -482,7 +483,7 @@ class ChatPage:
         session, key = _session(request), self.conversation_key(conv_key, request)
         run = self.chat.live(key)
         if run is None:  # (a generator that yields nothing would leave the message box unusable)
-            yield (gr.skip(),) * (4 + len(self.plan_controls.busy_outputs))
+            yield *(gr.skip(),) * (4 + len(self.plan_controls.busy_outputs)), False
             return
         busy = self.plan_controls.busy()
         async for messages, trace_files, running in run.changes():
@@ -494,7 +495,20 @@ class ChatPage:
                 gr.MultimodalTextbox(interactive=not running),
                 gr.Button(visible=running),
                 *(busy if running else [gr.skip()] * len(busy)),
+                True,
             )
+
+    def after_following(self, followed: bool, conv_key: str, store: Any, request: gr.Request):
+        """The page as after a run of its own, if `follow` followed one (else as it is: a message
+        sent meanwhile has its own steps)."""
+        if not followed:
+            return (gr.skip(),) * 4
+        return self.after_run(conv_key, store, request)
+
+    def refresh_after_following(self, followed: bool, conv_key: str, request: gr.Request):
+        if not followed:
+            return (gr.skip(),) * len(self.plan_controls.state_outputs)
+        return self.plan_controls.refresh(conv_key, request)
 
     def restore(self, store: Any, request: gr.Request):
         """A page (re)load: this browser's open conversation and settings, if the server has them.
@@ -621,12 +635,14 @@ class ChatPage:
         """After a conversation is shown: a run going on in it is followed until it ends (the page
         then as after a run of its own)."""
         ui = self.ui
-        outputs = [ui.chatbot, ui.traces, ui.box, ui.stop, *self.plan_controls.busy_outputs]
+        outputs = [ui.chatbot, ui.traces, ui.box, ui.stop, *self.plan_controls.busy_outputs, self.followed]
         # Waits on the event loop, not in a worker: as many pages may follow as there are runs.
         followed = opened.then(self.follow, [ui.conv_key], outputs, concurrency_limit=None, **QUIET)
         self.follows.append(followed)
-        finish = (self.after_run, [ui.conv_key, ui.store], [ui.box, ui.stop, ui.store, ui.earlier])
-        followed.then(*finish, **QUIET).then(*self.refresh, **QUIET)
+        after = [self.followed, ui.conv_key, ui.store]
+        followed.then(self.after_following, after, [ui.box, ui.stop, ui.store, ui.earlier], **QUIET).then(
+            self.refresh_after_following, after[:2], self.plan_controls.state_outputs, **QUIET
+        )
 
 
 def launch_options(max_upload_bytes: int = 20_000_000, *, demo: Any = None) -> dict[str, Any]:
