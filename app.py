@@ -15,6 +15,7 @@ HUGGINGGPT_API_KEYS is set). The concurrency limit covers those calls too.
 import webui.gpu  # noqa: F401  (first of all: it imports `spaces` before anything touches torch)
 
 # isort: split
+import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,7 +178,9 @@ class ChatPage:
 
     def build(self, demo: Any) -> None:
         self.demo = demo
+        self.follows: list[Any] = []  # the events that follow a run going on (ChatPage.follow)
         self.ui = self._layout()
+        self.followed = gr.State(False)  # whether the last of them followed one: a run's after-steps
         self._wire_run()
         self._wire_conversations()
         self._wire_settings()
@@ -542,9 +545,41 @@ class ChatPage:
         key = self.visitors.left(_session(request))
         if key is None:  # an API client or a page without a store: its conversation ends with it
             self.chat.drop(_session(request))
-        else:  # its run stops; the conversation stays on disk for the next visit
-            self.chat.stop(key)
+        else:  # its run goes on (webui.live_runs); the conversation stays on disk for the next visit
             self.host.conversations.leave(key)
+
+    async def follow(self, conv_key: str, request: gr.Request):
+        """A run going on in the open conversation (begun before a reload, in another tab, or by a
+        page since closed): its chat as it advances, Stop shown and the message box locked meanwhile."""
+        session, key = _session(request), self.conversation_key(conv_key, request)
+        run = self.chat.live(key)
+        if run is None:  # (a generator that yields nothing would leave the message box unusable)
+            yield *(gr.skip(),) * (4 + len(self.plan_controls.busy_outputs)), False
+            return
+        busy = self.plan_controls.busy()
+        async for messages, trace_files, running in run.changes():
+            conv = self.host.find(key)
+            if conv is None or conv.ended or not self.visitors.shows(session, key):
+                return  # deleted, or the page opened another conversation meanwhile
+            yield (
+                *await asyncio.to_thread(self.published, key, messages, trace_files, running),  # copies files
+                gr.MultimodalTextbox(interactive=not running),
+                gr.Button(visible=running),
+                *(busy if running else [gr.skip()] * len(busy)),
+                True,
+            )
+
+    def after_following(self, followed: bool, conv_key: str, store: Any, request: gr.Request):
+        """The page as after a run of its own, if `follow` followed one (else as it is: a message
+        sent meanwhile has its own steps)."""
+        if not followed:
+            return (gr.skip(),) * 4
+        return self.after_run(conv_key, store, request)
+
+    def refresh_after_following(self, followed: bool, conv_key: str, request: gr.Request):
+        if not followed:
+            return (gr.skip(),) * len(self.plan_controls.state_outputs)
+        return self.plan_controls.refresh(conv_key, request)
 
     def restore(self, store: Any, request: gr.Request):
         """A page (re)load: this browser's open conversation and settings, if the server has them.
@@ -672,9 +707,10 @@ class ChatPage:
         )
         # A pick, not any input: Gradio's menu also sends "input" when it merely loses focus, with
         # the conversation it shows; run after "New conversation", that switched back to it.
-        ui.earlier.select(
+        picked = ui.earlier.select(
             self.on_pick, [ui.earlier, ui.conv_key, ui.store], switched, cancels=self.runs, **QUIET
         ).then(*refresh, **QUIET)
+        self._follow_after(picked)
         ui.chatbot.clear(
             self.on_clear,
             [ui.conv_key],
@@ -706,9 +742,28 @@ class ChatPage:
         ui = self.ui
         # the limits are not remembered in the browser: each visit starts at the server's
         loaded = [ui.conv_key, ui.chatbot, ui.traces, ui.store, ui.earlier, *ui.choice_inputs[:5]]
-        self.demo.load(self.restore, [ui.store], [*loaded, ui.keep_key, ui.review.toggle], **QUIET).then(
-            self.show_status, ui.choice_inputs, ui.status_outputs, **QUIET
-        ).then(*self.refresh, **QUIET)
+        loaded_page = (
+            self.demo.load(self.restore, [ui.store], [*loaded, ui.keep_key, ui.review.toggle], **QUIET)
+            .then(self.show_status, ui.choice_inputs, ui.status_outputs, **QUIET)
+            .then(*self.refresh, **QUIET)
+        )
+        self._follow_after(loaded_page)
+        # Opening another conversation, or deleting this one, stops following a run (not the run).
+        switches = [ui.new.click, ui.earlier.input, ui.undo.click, ui.chatbot.clear]
+        gr.on(switches, None, None, None, cancels=self.follows, **QUIET)
+
+    def _follow_after(self, opened: Any) -> None:
+        """After a conversation is shown: a run going on in it is followed until it ends (the page
+        then as after a run of its own)."""
+        ui = self.ui
+        outputs = [ui.chatbot, ui.traces, ui.box, ui.stop, *self.plan_controls.busy_outputs, self.followed]
+        # Waits on the event loop, not in a worker: as many pages may follow as there are runs.
+        followed = opened.then(self.follow, [ui.conv_key], outputs, concurrency_limit=None, **QUIET)
+        self.follows.append(followed)
+        after = [self.followed, ui.conv_key, ui.store]
+        followed.then(self.after_following, after, [ui.box, ui.stop, ui.store, ui.earlier], **QUIET).then(
+            self.refresh_after_following, after[:2], self.plan_controls.state_outputs, **QUIET
+        )
 
 
 def launch_options(max_upload_bytes: int = 20_000_000, *, demo: Any = None) -> dict[str, Any]:

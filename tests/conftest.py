@@ -54,6 +54,7 @@ SLOW_MODULES = {
     "test_browser_privacy",
     "test_browser_review",
     "test_browser_estimate",
+    "test_browser_live_runs",
     "test_cli",
     "test_cli_plan",
     "test_mcp",

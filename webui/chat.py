@@ -27,6 +27,7 @@ from hugginggpt.records import TaskStatus
 from .backends import Backends
 from .conversations import Conversation, ConversationTable, TableFull
 from .host import CONFIGURE_HINT, Host
+from .live_runs import STOP_GRACE_SECONDS, LiveRun
 from .render import RunView, user_messages
 from .review_form import Draft, Origin
 from .session_settings import LLMChoice
@@ -36,13 +37,11 @@ from .uploads import check_upload
 
 log = logging.getLogger(__name__)
 
-ENDED_EARLY = "Internal error: the request ended early."
 BUSY = "A request is still running in this conversation: wait for it, or press Stop."
 REVIEW_HINT = (
     "Nothing has run yet. **Review the plan** below the chat: change an argument, a model, a "
     "dependency or a seed, or delete a task; then press **Run plan**, or **Cancel**."
 )
-STOP_GRACE_SECONDS = 2.0  # after Stop, how long the run may take to wind down before the chat moves on
 
 __all__ = ["BUSY", "CONFIGURE_HINT", "ChatApp", "Conversation", "LLMChoice"]
 
@@ -136,7 +135,8 @@ class ChatApp:
         try:
             yield from self._respond(conv, session, message, choice, client, hf_token, poll, review, replace)
         finally:
-            self.conversations.save(conv)
+            if conv.run is None:  # a run that goes on saves the conversation when it ends
+                self.conversations.save(conv)
 
     def _respond(
         self,
@@ -248,56 +248,49 @@ class ChatApp:
         """Runs `start(cancel)` (a Pipeline method's events) in a thread and yields the chat as it
         advances: `user` (the person's bubble), then the run's boxes, media and answer. With
         `replace` (a turn's index) the run does that turn again in place, `why` says why
-        (webui.turns); `start` must then be given the history before that turn."""
+        (webui.turns); `start` must then be given the history before that turn. The run is the
+        conversation's (webui.live_runs): a browser's goes on when this stream is closed (a reload,
+        a closed tab), and its pages can follow it again (`live`)."""
         cancel = threading.Event()
         if not self.conversations.claim(conv, cancel):  # one request at a time, also for API clients
             yield conv.display + [_note(BUSY)], conv.traces, True
             return
         conv.pending = conv.pending_form = None  # a new run replaces a plan under review
         open_turn(conv, user, text, replace=replace, why=why)
+        self.conversations.save(conv)  # the request is kept, even if the app ends before its answer
         view = RunView(f"r{conv.requests}", off_hub=self._off_hub)
-        events: queue.Queue = queue.Queue()
-        worker = threading.Thread(
-            target=_drive,
-            args=(start, conv, cancel, events, self.slots),
-            name=f"hugginggpt-{session[:8]}",
-            daemon=True,
+        run = LiveRun(
+            view,
+            cancel,
+            before=lambda: conv.display,
+            traces=lambda: conv.traces,
+            finish=lambda: self._end_run(conv, text, run),
         )
-        worker.start()
+        conv.run = run
+        events: queue.Queue = queue.Queue()
+        name = f"hugginggpt-{session[:8]}"
+        worker = (start, conv, cancel, events, self.slots)
+        threading.Thread(target=_drive, args=worker, name=name, daemon=True).start()
+        threading.Thread(target=run.consume, args=(events, poll), name=name, daemon=True).start()
         try:
-            yield conv.display + view.messages, conv.traces, True
-            stop_deadline = None
-            while view.done is None:
-                try:
-                    event = events.get(timeout=poll)
-                except queue.Empty:
-                    if cancel.is_set():
-                        stop_deadline = stop_deadline or time.monotonic() + STOP_GRACE_SECONDS
-                        if time.monotonic() > stop_deadline:  # a blocking call (the LLM) is still out
-                            view.feed(Done(Outcome.CANCELLED))
-                            break
-                    continue
-                if event is None:  # the worker ended without Done: cannot happen unless it crashed
-                    view.feed(Done(Outcome.FAILED, error=ENDED_EARLY, error_kind=ErrorKind.INTERNAL))
-                    break
-                view.feed(event)
-                while view.done is None:  # coalesce what is already there into one update
-                    try:
-                        event = events.get_nowait()
-                    except queue.Empty:
-                        break
-                    if event is None:
-                        break
-                    view.feed(event)
-                yield conv.display + view.messages, conv.traces, view.done is None
-            self._finish(conv, text, view)
-            yield conv.display, conv.traces, False
+            yield from run.follow()
         finally:
-            cancel.set()  # the page went away or the request ended: nothing more runs for it
-            if view.done is None:  # the page left mid-run (a reload, say): keep what it showed, stopped
-                view.feed(Done(Outcome.CANCELLED))
-                self._finish(conv, text, view)
-            conv.cancel = None
+            if not conv.key:  # an API client's: no page comes back to it, so it ends with its stream
+                run.end(Done(Outcome.CANCELLED))
+
+    def live(self, session: str) -> LiveRun | None:
+        """The run going on in the session's conversation (started by a page since reloaded or
+        closed, or in another tab), for a page to follow; None when none is."""
+        conv = self.conversations.find(session)
+        return conv.run if conv is not None else None
+
+    def _end_run(self, conv: Conversation, text: str, run: LiveRun) -> None:
+        """The run has ended (LiveRun calls this once): into the conversation, and saved."""
+        run.cancel.set()  # nothing more runs for it
+        try:
+            self._finish(conv, text, run.view)
+        finally:  # the conversation takes requests again, whatever happened
+            conv.cancel = conv.run = None
             self.conversations.save(conv)
 
     def _finish(self, conv: Conversation, text: str, view: RunView) -> None:

@@ -27,6 +27,7 @@ from hugginggpt.llm import Message
 from hugginggpt.workspace import Workspace
 
 from .conversation_store import ConversationStore
+from .live_runs import LiveRun
 from .review_form import Draft, draft_to_json
 from .turns import Turn
 
@@ -51,6 +52,7 @@ class Conversation:
     traces: list[str] = field(default_factory=list)
     requests: int = 0
     cancel: threading.Event | None = None  # set while a request runs
+    run: LiveRun | None = None  # the request running, which its pages follow (webui.live_runs)
     served: set[Path] = field(default_factory=set)  # the copies the browser fetches (webui.files)
     copies: dict[Path, Path] = field(default_factory=dict)  # workspace file -> its served copy
     ended: bool = False
@@ -239,9 +241,9 @@ class ConversationTable:
             )
 
     def leave(self, session: str) -> None:
-        """Its page went away: unless a page comes back to it within the grace, it leaves memory.
-        A saved conversation stays on disk (nothing is deleted for a closed tab); any other ends
-        with its files."""
+        """Its page went away: unless a page comes back to it within the grace, it leaves memory
+        (not while a request runs in it: then once that has ended). A saved conversation stays on
+        disk (nothing is deleted for a closed tab); any other ends with its files."""
         with self._lock:
             conv = self._by_session.get(session)
         if conv is None:
@@ -250,15 +252,21 @@ class ConversationTable:
 
         def end_if_still_gone() -> None:
             with self._lock:
-                gone = self._by_session.get(session) is conv and conv.left_at == left
-                if gone:
+                away = self._by_session.get(session) is conv and conv.left_at == left
+                running = away and conv.cancel is not None
+                if away and not running:
                     self._by_session.pop(session)
-            if gone and not conv.key:
+            if running:  # its run goes on without a page, in memory, and saves it when it ends
+                wait()
+            elif away and not conv.key:
                 conv.remove()
 
-        timer = threading.Timer(self.leave_grace_seconds, end_if_still_gone)
-        timer.daemon = True
-        timer.start()
+        def wait() -> None:
+            timer = threading.Timer(self.leave_grace_seconds, end_if_still_gone)
+            timer.daemon = True
+            timer.start()
+
+        wait()
 
     def find(self, session: str) -> Conversation | None:
         """The conversation, from memory or (a saved one) from disk; None when there is none."""

@@ -28,6 +28,10 @@ class Visitors:
     def opened(self, session: str, key: str) -> None:
         self._open[session] = key
 
+    def shows(self, session: str, key: str) -> bool:
+        """Whether the page of `session` still has `key` open (it may have opened another since)."""
+        return self._open.get(session) == key
+
     def restored(self, store: Any, session: str) -> tuple[str, dict[str, Any]]:
         """A page (re)load: the conversation the browser had open if the server still has it, else a
         new key (made into a conversation by its first message); the store as it now is."""
