@@ -437,10 +437,7 @@ class ChatPage:
             updates = review_chat.regenerate(self.chat, session, None, the_choice, hf_token=hf_token)
         else:
             message = review_chat.request_of(self.chat, session, last)
-            updates = self.chat.respond(
-                session, message, the_choice, client=self.host.caller(request), hf_token=hf_token,
-                review=review, replace=last,
-            )  # fmt: skip
+            updates = self._redo(session, message, the_choice, review, request, hf_token, last)
         yield from self.streamed(session, updates)
 
     def on_edit(self, request: Any, clicked: dict[str, Any], hf_token: str | None, conv_key, *values):
@@ -455,11 +452,16 @@ class ChatPage:
             return
         message = review_chat.request_of(self.chat, session, turn) or {"files": []}
         message["text"] = clicked["value"] if isinstance(clicked["value"], str) else ""
-        updates = self.chat.respond(
+        yield from self.streamed(
+            session, self._redo(session, message, the_choice, review, request, hf_token, turn)
+        )
+
+    def _redo(self, session, message, the_choice: LLMChoice, review: bool, request: Any, hf_token, turn: int):
+        """`message` as the request of turn `turn`, done again in place (webui.turns)."""
+        return self.chat.respond(
             session, message, the_choice, client=self.host.caller(request), hf_token=hf_token,
             review=review, replace=turn,
         )  # fmt: skip
-        yield from self.streamed(session, updates)
 
     def on_option(self, request: Any, clicked: dict[str, Any], hf_token: str | None, conv_key, *values):
         """An option under the last answer: a new seed for one task's media, or its plan to edit
