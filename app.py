@@ -205,7 +205,7 @@ class ChatPage:
             label="Conversation",
             elem_id="chat",
             editable="user",  # the pencil on a request: edit its words and run it again in place
-            height="calc(100dvh - 300px)",  # the message box in view on first load (test_browser_layout)
+            height="calc(100dvh - 340px)",  # the message box in view on first load (test_browser_layout)
             autoscroll=True,
             group_consecutive_messages=True,  # a request's work, media and answer read as one turn
         )

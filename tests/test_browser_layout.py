@@ -34,7 +34,7 @@ def test_the_message_box_is_in_view_and_a_run_draws_cleanly_on_a_phone(llm_serve
             page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
             page.goto(demo.local_url)
             page.locator("#status").get_by_text("LLM:").wait_for()
-            box = page.locator("#request textarea").bounding_box()
+            box = page.locator("#request").bounding_box()  # the whole box, its border too
             assert box["y"] >= 0 and box["y"] + box["height"] <= height, (width, height, box)
             page.screenshot(path=str(SCREENSHOTS / f"first_{width}x{height}.png"))
             if width == 1280:  # a bad top-K is explained under its field, not by an "Error" pop-up

@@ -106,8 +106,12 @@ def test_the_edited_last_plan_runs_in_place_and_a_reviewed_plan_is_a_turn(chat, 
     conv = chat.find(key)
     assert len(conv.turns) == 2 and boxes(conv.display) == []  # the request, then "▶ Run the plan"
 
-    form = review_chat.edit_last_run(chat, key)
+    shown = list(conv.display)
+    review_chat.edit_last_run(chat, key)
     assert options(conv) == []  # nothing to click while the plan is open for editing
+    assert review_chat.cancel_review(chat, key) == shown  # closed unedited: no "cancelled" note
+    assert options(conv)  # and its actions are back
+    form = review_chat.edit_last_run(chat, key)
     last(review_chat.run_reviewed(chat, key, form, review_chat_values(form), LLMChoice()))
     assert len(conv.turns) == 2 and len(boxes(conv.display)) == 1  # in place of the last answer
 

@@ -84,8 +84,10 @@ def cancel_review(chat: ChatApp, session: str) -> list[dict[str, Any]]:
     if conv is None:
         return []
     if conv.pending is not None and conv.cancel is None:
+        waiting = conv.pending is not conv.last_run  # a plan that never ran (not the last one, reopened)
         conv.pending = conv.pending_form = None
-        conv.display += [_note("The plan was cancelled; nothing ran.")]
+        if waiting:  # closing the last run's plan unedited leaves its answer as it was
+            conv.display += [_note("The plan was cancelled; nothing ran.")]
     return conv.display
 
 
