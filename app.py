@@ -30,7 +30,7 @@ from hugginggpt.config import Settings, load_settings
 from hugginggpt.endpoints import Endpoint
 from hugginggpt.llm import LLM
 from hugginggpt.modes import INFERENCE_MODES
-from webui import message_actions, review_chat, review_panel, saved, turns
+from webui import message_actions, review_panel, saved
 from webui.browser_secret import browser_secret
 from webui.callers import trust_no_forwarding_in_uvicorn
 from webui.calls import Calls
@@ -39,6 +39,7 @@ from webui.doors.openai_api import routes as openai_routes
 from webui.files import Publisher
 from webui.headers import ContentSecurityPolicy
 from webui.host import Host
+from webui.message_wiring import MessageActions
 from webui.metrics_route import route as metrics_route
 from webui.page_script import page_script
 from webui.proxy_warning import ProxyWarning
@@ -422,66 +423,6 @@ class ChatPage:
                 gr.MultimodalTextbox(value=None, interactive=not running),
             )
 
-    # ---- actions on the chat's messages (webui.message_actions, webui.turns) ------------------------
-
-    def on_retry(self, request: Any, clicked: dict[str, Any], hf_token: str | None, conv_key, *values):
-        """The chat's retry icon under the last answer: the last turn again, in place: its plan with
-        new seeds when it ran one, else its request sent again."""
-        session, the_choice, review = self._actor(conv_key, request, values)
-        conv = self.host.find(session)
-        if conv is None or not conv.turns:
-            yield from self.streamed(session, iter([(conv.display if conv else [], [], False)]))
-            return
-        last = len(conv.turns) - 1
-        if conv.last_run is not None:
-            updates = review_chat.regenerate(self.chat, session, None, the_choice, hf_token=hf_token)
-        else:
-            message = review_chat.request_of(self.chat, session, last)
-            updates = self._redo(session, message, the_choice, review, request, hf_token, last)
-        yield from self.streamed(session, updates)
-
-    def on_edit(self, request: Any, clicked: dict[str, Any], hf_token: str | None, conv_key, *values):
-        """The pencil on a request: its new words run in place of that turn (later turns fold away)."""
-        session, the_choice, review = self._actor(conv_key, request, values)
-        conv = self.host.find(session)
-        index = clicked["index"]
-        turn = turns.index_of(conv.turns, index) if conv is not None and isinstance(index, int) else None
-        if conv is None or turn is None or index >= review_chat.request_end(conv, turn):
-            gr.Info("That message cannot be edited here: send the request again as a new message.")
-            yield from self.streamed(session, iter([(conv.display if conv else [], [], False)]))
-            return
-        message = review_chat.request_of(self.chat, session, turn) or {"files": []}
-        message["text"] = clicked["value"] if isinstance(clicked["value"], str) else ""
-        yield from self.streamed(
-            session, self._redo(session, message, the_choice, review, request, hf_token, turn)
-        )
-
-    def _redo(self, session, message, the_choice: LLMChoice, review: bool, request: Any, hf_token, turn: int):
-        """`message` as the request of turn `turn`, done again in place (webui.turns)."""
-        return self.chat.respond(
-            session, message, the_choice, client=self.host.caller(request), hf_token=hf_token,
-            review=review, replace=turn,
-        )  # fmt: skip
-
-    def on_option(self, request: Any, clicked: dict[str, Any], hf_token: str | None, conv_key, *values):
-        """An option under the last answer: a new seed for one task's media, or its plan to edit
-        (the form opens under the chat once this returns: the chain's refresh draws it)."""
-        session, the_choice, _ = self._actor(conv_key, request, values)
-        task = message_actions.regenerated_task(clicked["value"])
-        if task is not None:
-            updates = review_chat.regenerate(self.chat, session, [task], the_choice, hf_token=hf_token)
-        else:
-            review_chat.edit_last_run(self.chat, session)
-            conv = self.host.find(session)
-            updates = iter([(conv.display, conv.traces, False)] if conv else [])
-        yield from self.streamed(session, updates)
-
-    def _actor(self, conv_key: str, request: Any, values: tuple[Any, ...]) -> tuple[str, LLMChoice, bool]:
-        """The session, the LLM choice and the review toggle of an action's inputs (Page.chat_inputs)."""
-        base_url, model, key, mode, top_k, review, limits = values
-        the_choice = _choice(base_url, model, key, mode, top_k, *(limits or ()))
-        return self.conversation_key(conv_key, request), the_choice, bool(review)
-
     def after_run(self, conv_key: str, store: Any, request: gr.Request):
         key = self.conversation_key(conv_key, request)
         conv = self.host.find(key)
@@ -649,57 +590,19 @@ class ChatPage:
             show_progress="hidden",
         )
         self.run.then(*finish, **QUIET).then(*self.refresh, **QUIET)
-        self.runs = [self.run, *self._wire_actions(finish, busy)]
+        actions = MessageActions(
+            gr, self.host, self.chat, session_of=self.conversation_key, choice=_choice, stream=self.streamed,
+            concurrency=self.concurrency,
+        )  # fmt: skip
+        actions_runs = actions.wire(
+            ui.chatbot, [*ui.chat_inputs], [ui.chatbot, ui.traces, ui.box], busy=busy,
+            busy_values=lambda: (gr.Button(visible=True), *self.plan_controls.busy()),
+            after=[finish, self.refresh],
+        )  # fmt: skip
+        self.runs = [self.run, *actions_runs]
         ui.stop.click(
             self.on_stop, [ui.conv_key], None, queue=False, api_name="stop", api_visibility="undocumented"
         )
-
-    def _wire_actions(self, finish: tuple[Any, ...], busy: list[Any]) -> list[Any]:
-        """The chat's retry icon, the pencil on a request and the options under the last answer: each
-        a run like a message's (Stop shows, the re-run controls wait), Gradio disabling them meanwhile."""
-        ui, runs = self.ui, []
-        clicked = gr.State(None)  # the event's data: only a trigger's first step is given it
-        for trigger, act, data_type in (
-            (ui.chatbot.retry, self.on_retry, gr.RetryData),
-            (ui.chatbot.edit, self.on_edit, gr.EditData),
-            (ui.chatbot.option_select, self.on_option, gr.SelectData),
-        ):
-            started = trigger(self._busy_for(data_type), None, [*busy, clicked], queue=False, **QUIET)
-            run = started.then(
-                self._handler(act), [clicked, *ui.chat_inputs], [ui.chatbot, ui.traces, ui.box],
-                concurrency_limit=self.concurrency, **QUIET,
-            )  # fmt: skip
-            run.then(*finish, **QUIET).then(*self.refresh, **QUIET)
-            runs.append(run)
-        return runs
-
-    def _busy_for(self, data_type: Any):
-        """The step before an action: the page busy (opening the plan to edit runs nothing, so no
-        Stop), and the event's data kept for the action as {"index", "value"}."""
-        n = 1 + len(self.plan_controls.busy_outputs)
-
-        def busy(data: data_type):  # Gradio finds the event's data by this annotation
-            clicked = {"index": data.index, "value": data.value}
-            if data_type is gr.SelectData and message_actions.regenerated_task(data.value) is None:
-                return *(gr.skip(),) * n, clicked
-            return gr.Button(visible=True), *self.plan_controls.busy(), clicked
-
-        return busy
-
-    def _handler(self, act: Any):
-        """`act` as Gradio calls it: the request first, then the event's data and the chat's inputs;
-        on a Space with sign-in, the visitor's token too (asked only there)."""
-        if self.host.settings.uses_oauth:
-
-            def signed_in(request: gr.Request, token: gr.OAuthToken | None, clicked, *values):
-                yield from act(request, clicked, token.token if token else None, *values)
-
-            return signed_in
-
-        def handler(request: gr.Request, clicked, *values):
-            yield from act(request, clicked, None, *values)
-
-        return handler
 
     def _wire_conversations(self) -> None:
         ui, refresh = self.ui, self.refresh
