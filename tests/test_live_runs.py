@@ -13,8 +13,9 @@ from fakes.endpoints import FakeEndpoint, cards
 
 from hugginggpt.catalog import Catalog
 from hugginggpt.endpoints import Stopped
-from webui import saved
+from webui import review_chat, saved
 from webui.chat import ChatApp, LLMChoice
+from webui.conversations import INTERRUPTED
 
 CATALOG = Catalog(
     cards(
@@ -120,3 +121,24 @@ def test_an_api_clients_run_still_ends_with_its_stream(llm_server, tmp_path):
     assert conv.cancel is None and texts(conv.display)[-1] == "Stopped."
     wait_until(lambda: chat.slots.running == 0)
     assert endpoint.stopped == ["org/captioner"] and not endpoint.calls  # stopped; nothing ran after
+
+
+def test_a_request_cut_off_by_a_restart_says_so_and_retry_runs_it_again(llm_server, tmp_path):
+    key = saved.new_key()
+    chat, endpoint = slow_app(llm_server, tmp_path / "ws")
+    start_and_leave(chat, endpoint, key, "[conv-cut] caption this", photo(tmp_path / "a.png"))
+
+    # A new process on the same folder while the first is still mid-run: as after a crash or a restart.
+    restarted, _ = slow_app(llm_server, tmp_path / "ws")
+    conv = restarted.conversations.find(key)
+    assert texts(conv.display)[-2:] == ["[conv-cut] caption this", INTERRUPTED]
+    assert conv.cancel is None and conv.last_run is None and len(conv.turns) == 1
+
+    message = review_chat.request_of(restarted, key, 0)  # what the page's retry icon sends
+    restarted.backends.endpoint.gate.set()
+    *_, (messages, _, running) = restarted.respond(key, message, LLMChoice(), replace=0)
+    assert not running and texts(messages)[-1].startswith("Answer for conv-cut")
+    [note] = [m for m in messages if m["content"] == INTERRUPTED]
+    assert note["metadata"]["parent_id"].startswith("version-")  # done again in place: the note folded
+    assert restarted.conversations.store.load(key)["running"] is False
+    endpoint.gate.set()  # let the first process's run end

@@ -33,6 +33,10 @@ from .turns import Turn
 
 log = logging.getLogger(__name__)
 SWEEP_SECONDS = 600.0  # how often expired conversations are looked for
+INTERRUPTED = (
+    "*The app restarted while this request ran, so it did not finish. Press ↻ (retry) under this "
+    "message to run it again.*"
+)
 
 
 class TableFull(RuntimeError):
@@ -99,6 +103,7 @@ class Conversation:
             "traces": [_relative(t, here) for t in self.traces],
             "copies": [[_relative(s, here), str(c)] for s, c in self.copies.items()],
             "turns": [t.to_json() for t in self.turns],
+            "running": self.cancel is not None,  # saved mid-run: a restart cut the request off
             # The plans, so that after a restart the last one can still be edited and a pending one run.
             "last_run": draft_to_json(self.last_run) if self.last_run else None,
             "pending": draft_to_json(self.pending) if self.pending else None,
@@ -125,6 +130,8 @@ class Conversation:
             conv.served.add(Path(copy))
         conv.turns = [t for raw in record.get("turns") or [] if (t := Turn.from_json(raw)) is not None]
         conv.last_run, conv.pending = read_draft(record.get("last_run")), read_draft(record.get("pending"))
+        if record.get("running") is True:  # the app stopped while its last request ran
+            conv.display.append({"role": "assistant", "content": INTERRUPTED})
         return conv
 
 
