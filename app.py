@@ -179,7 +179,6 @@ class ChatPage:
 
     def build(self, demo: Any) -> None:
         self.demo = demo
-        self.follows: list[Any] = []  # the events that follow a run going on (ChatPage.follow)
         self.ui = self._layout()
         self.followed = gr.State(False)  # whether the last of them followed one: a run's after-steps
         self._wire_run()
@@ -515,14 +514,19 @@ class ChatPage:
     def after_following(self, followed: bool, conv_key: str, store: Any, request: gr.Request):
         """The page as after a run of its own, if `follow` followed one (else as it is: a message
         sent meanwhile has its own steps)."""
-        if not followed:
+        if not followed or self._running_here(conv_key, request):
             return (gr.skip(),) * 4
         return self.after_run(conv_key, store, request)
 
     def refresh_after_following(self, followed: bool, conv_key: str, request: gr.Request):
-        if not followed:
+        if not followed or self._running_here(conv_key, request):
             return (gr.skip(),) * len(self.plan_controls.state_outputs)
         return self.plan_controls.refresh(conv_key, request)
+
+    def _running_here(self, conv_key: str, request: Any) -> bool:
+        """Whether a run goes on in the conversation the page shows now (a follow left early because
+        the page opened another one: the page is that one's, whose own run or follow sets it)."""
+        return self.chat.live(self.conversation_key(conv_key, request)) is not None
 
     def restore(self, store: Any, request: gr.Request):
         """A page (re)load: this browser's open conversation and settings, if the server has them.
@@ -652,10 +656,10 @@ class ChatPage:
             .then(self.show_status, ui.choice_inputs, ui.status_outputs, **QUIET)
             .then(*self.refresh, **QUIET)
         )
+        # No Gradio `cancels` stop a follow when the page opens another conversation: cancelling an
+        # event the page has not sent yet (a load's chain on a busy server) answers 422. `follow`
+        # itself stops once its page shows another conversation (Visitors.shows).
         self._follow_after(loaded_page)
-        # Opening another conversation, or deleting this one, stops following a run (not the run).
-        switches = [ui.new.click, ui.earlier.input, ui.undo.click, ui.chatbot.clear]
-        gr.on(switches, None, None, None, cancels=self.follows, **QUIET)
 
     def _follow_after(self, opened: Any) -> None:
         """After a conversation is shown: a run going on in it is followed until it ends (the page
@@ -664,7 +668,6 @@ class ChatPage:
         outputs = [ui.chatbot, ui.traces, ui.box, ui.stop, *self.plan_controls.busy_outputs, self.followed]
         # Waits on the event loop, not in a worker: as many pages may follow as there are runs.
         followed = opened.then(self.follow, [ui.conv_key], outputs, concurrency_limit=None, **QUIET)
-        self.follows.append(followed)
         after = [self.followed, ui.conv_key, ui.store]
         followed.then(self.after_following, after, [ui.box, ui.stop, ui.store, ui.earlier], **QUIET).then(
             self.refresh_after_following, after[:2], self.plan_controls.state_outputs, **QUIET
