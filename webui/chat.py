@@ -165,32 +165,24 @@ class ChatApp:
         user = user_messages(text, files)
         why = "your edit" if replace is not None else ""
         history = history_before(conv.history, conv.turns, replace)
+        refusal: str | None
         if problems:
-            open_turn(conv, user_messages(text or "(files only)", []), text, replace=replace, why=why)
-            conv.display += [
-                _note(
-                    "\n\n".join(problems)
-                    + "\n\nNothing was run. Send the request again with an image or audio file that opens."
-                )
-            ]
-            yield conv.display, conv.traces, False
-            return
-        if not text:
+            user = user_messages(text or "(files only)", [])
+            refusal = "\n\n".join(problems) + (
+                "\n\nNothing was run. Send the request again with an image or audio file that opens."
+            )
+        elif not text:
+            refusal = "What should I do with this file? Send it again with a request."
+        else:
+            refusal = self.host.tokens.refusal(client)
+        if not refusal:
+            try:
+                pipeline = self.pipeline_for(choice, hf_token)
+            except ValueError as e:
+                refusal = f"**Settings problem:** {e}"
+        if refusal:  # answered at once: the request and why nothing runs
             open_turn(conv, user, text, replace=replace, why=why)
-            conv.display += [_note("What should I do with this file? Send it again with a request.")]
-            yield conv.display, conv.traces, False
-            return
-        spent = self.host.tokens.refusal(client)
-        if spent:
-            open_turn(conv, user, text, replace=replace, why=why)
-            conv.display += [_note(spent)]
-            yield conv.display, conv.traces, False
-            return
-        try:
-            pipeline = self.pipeline_for(choice, hf_token)
-        except ValueError as e:
-            open_turn(conv, user, text, replace=replace, why=why)
-            conv.display += [_note(f"**Settings problem:** {e}")]
+            conv.display += [_note(refusal)]
             yield conv.display, conv.traces, False
             return
         paths = [Path(f) for f in files]

@@ -78,7 +78,7 @@ class MessageActions:
         session, the_choice, review = self._actor(conv_key, request, values)
         conv = self.host.find(session)
         if conv is None or not conv.turns:
-            yield from self.stream(session, iter([(conv.display if conv else [], [], False)]))
+            yield from self.stream(session, _as_is(conv))
             return
         last = len(conv.turns) - 1
         if conv.last_run is not None:
@@ -94,9 +94,9 @@ class MessageActions:
         conv = self.host.find(session)
         index = clicked["index"]
         turn = turns.index_of(conv.turns, index) if conv is not None and isinstance(index, int) else None
-        if conv is None or turn is None or index >= review_chat.request_end(conv, turn):
+        if conv is None or turn is None or index >= turns.request_end(conv.display, conv.turns[turn]):
             self.gr.Info("That message cannot be edited here: send the request again as a new message.")
-            yield from self.stream(session, iter([(conv.display if conv else [], [], False)]))
+            yield from self.stream(session, _as_is(conv))
             return
         message = review_chat.request_of(self.chat, session, turn) or {"files": []}
         message["text"] = clicked["value"] if isinstance(clicked["value"], str) else ""
@@ -113,8 +113,7 @@ class MessageActions:
             updates = review_chat.regenerate(self.chat, session, [task], the_choice, hf_token=hf_token)
         else:
             review_chat.edit_last_run(self.chat, session)
-            conv = self.host.find(session)
-            updates = iter([(conv.display, conv.traces, False)] if conv else [])
+            updates = _as_is(self.host.find(session))
         yield from self.stream(session, updates)
 
     def _redo(self, session, message, the_choice: LLMChoice, review: bool, request: Any, hf_token, turn: int):
@@ -159,3 +158,8 @@ class MessageActions:
             yield from act(request, clicked, None, *values)
 
         return handler
+
+
+def _as_is(conv: Any) -> Updates:
+    """The chat as it stands (nothing ran)."""
+    yield (conv.display, conv.traces, False) if conv is not None else ([], [], False)

@@ -23,7 +23,7 @@ from .conversations import TableFull
 from .render import user_messages
 from .review_form import Draft, Origin, describe_changes, form_for, read_back
 from .session_settings import LLMChoice
-from .turns import history_before
+from .turns import history_before, request_end
 
 MAX_TRACE_BYTES = 5_000_000  # a trace holds text outputs up to the trace limits; far below this
 Update = tuple[list[dict[str, Any]], list[str], bool]  # chat, traces, still running
@@ -175,19 +175,11 @@ def request_of(chat: ChatApp, session: str, turn: int) -> dict[str, Any] | None:
     if conv is None or not 0 <= turn < len(conv.turns):
         return None
     files = []
-    for m in conv.display[conv.turns[turn].start : request_end(conv, turn)]:
+    for m in conv.display[conv.turns[turn].start : request_end(conv.display, conv.turns[turn])]:
         part = m.get("content")
         if isinstance(part, dict) and isinstance(part.get("path"), str) and Path(part["path"]).is_file():
             files.append(part["path"])
     return {"text": conv.turns[turn].text, "files": files}
-
-
-def request_end(conv: Any, turn: int) -> int:
-    """Where the person's messages that begin turn `turn` end in the chat (its answer begins)."""
-    end = conv.turns[turn].start
-    while end < len(conv.display) and conv.display[end].get("role") == "user":
-        end += 1
-    return end
 
 
 def _run(

@@ -68,10 +68,9 @@ def opened(
     if replace is None or not 0 <= replace < len(turns):
         return display + user, history, [*turns, Turn(len(display), len(history), text)]
     old = turns[replace]
-    rest = display[old.start :]
-    asked = _leading_user(rest)
-    bubble = user or rest[:asked]
-    earlier, answered = _split_versions(rest[asked:])
+    asked = request_end(display, old)
+    bubble = user or display[old.start : asked]
+    earlier, answered = _split_versions(display[asked:])
     n = len(earlier) + 1
     title = f"Version {n}" + (f" · replaced: {why}" if why else " · replaced")
     folded = fold(answered, title) if answered else []
@@ -105,11 +104,12 @@ def index_of(turns: list[Turn], message: int) -> int | None:
     return found
 
 
-def _leading_user(messages: list[dict[str, Any]]) -> int:
-    n = 0
-    while n < len(messages) and messages[n].get("role") == "user":
-        n += 1
-    return n
+def request_end(display: list[dict[str, Any]], turn: Turn) -> int:
+    """Where the person's messages that begin `turn` end in the chat (its answer begins)."""
+    end = turn.start
+    while end < len(display) and display[end].get("role") == "user":
+        end += 1
+    return end
 
 
 Messages = list[dict[str, Any]]
