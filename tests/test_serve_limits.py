@@ -4,7 +4,6 @@ connections than it takes. Each is answered from headers alone, in well under a 
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import socket
@@ -32,22 +31,8 @@ def rss_mb(pid: int) -> float:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[str, subprocess.Popen]]:
-    with serving(body_seconds=1) as started:
-        yield started
-
-
-@pytest.fixture(scope="module")
-def patient_server() -> Iterator[tuple[str, subprocess.Popen]]:
-    """Stalled bodies hold it far longer than a test takes, on however loaded a machine (with the
-    1 s time-out, a connection opened first could be let go before the last one was opened)."""
-    with serving(body_seconds=30) as started:
-        yield started
-
-
-@contextlib.contextmanager
-def serving(*, body_seconds: float) -> Iterator[tuple[str, subprocess.Popen]]:
     port = free_port()
-    flags = ["--port", str(port), "--body-seconds", str(body_seconds), "--max-connections", "8"]
+    flags = ["--port", str(port), "--body-seconds", "1", "--max-connections", "8"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "models_local.serve", *flags],
         cwd=ROOT,
@@ -134,8 +119,8 @@ def test_a_body_that_stalls_is_answered_408_and_closed(server):
             s.close()
 
 
-def test_connections_beyond_the_limit_are_turned_away_at_once(patient_server):
-    url, _ = patient_server
+def test_connections_beyond_the_limit_are_turned_away_at_once(server):
+    url, _ = server
     socks = stalled(url, 8)  # the limit: every one of them holds the server until its body time-out
     try:
         time.sleep(0.2)
