@@ -59,6 +59,12 @@ def test_a_normal_use_leaves_no_error_in_the_console(llm_server, tiny_catalog, t
             if not (leaving[0] and re.search(TORN_DOWN, text)):
                 errors.append(text)
 
+        def reload() -> None:
+            leaving[0] = True
+            page.reload()
+            page.locator("#status").get_by_text("LLM:").wait_for()  # the new page is there
+            leaving[0] = False
+
         page.on("console", lambda m: logged(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: logged(f"{e}\n{e.stack}"))
         # Mermaid's script arrives late, as over a slow network or on a busy machine: the first
@@ -75,13 +81,10 @@ def test_a_normal_use_leaves_no_error_in_the_console(llm_server, tiny_catalog, t
         # A reload while a run goes, and once it is over.
         send(page, "[conv-b] caption this photo again", tmp_path)
         chat.get_by_text(re.compile(r"^Plan: \d tasks")).first.wait_for()
-        leaving[0] = True
-        page.reload()
-        leaving[0] = False
-        page.locator("#status").get_by_text("LLM:").wait_for()
+        reload()
         chat.get_by_text("Answer for conv-a2").wait_for()
         until_no_run_goes(demo)
-        page.reload()
+        reload()  # the page may still hold the stream that followed the run: it is torn down too
         chat.get_by_text("Answer for conv-a2").wait_for()
         # A second conversation; back to the first while its run goes, and again once it is done.
         page.locator("#new-conversation").click()
