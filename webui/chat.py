@@ -177,7 +177,7 @@ class ChatApp:
             refusal = self.host.tokens.refusal(client)
         if not refusal:
             try:
-                pipeline = self.pipeline_for(choice, hf_token)
+                pipeline = self.pipeline_for(choice, client, hf_token)
             except ValueError as e:
                 refusal = f"**Settings problem:** {e}"
         if refusal:  # answered at once: the request and why nothing runs
@@ -192,8 +192,8 @@ class ChatApp:
             session,
             text,
             user,
-            lambda cancel: self.host.tokens.counted(
-                client, start(text, workspace=conv.workspace, files=paths, history=history, cancelled=cancel)
+            lambda cancel: start(
+                text, workspace=conv.workspace, files=paths, history=history, cancelled=cancel
             ),
             poll=poll,
             replace=replace,
@@ -220,10 +220,11 @@ class ChatApp:
         text = " ".join(text.split())
         return text if len(text) <= 60 else text[:59] + "…"
 
-    def pipeline_for(self, choice: LLMChoice, hf_token: str | None = None) -> Pipeline:
-        """A pipeline with this session's settings; ValueError for a settings problem."""
+    def pipeline_for(self, choice: LLMChoice, caller: str, hf_token: str | None = None) -> Pipeline:
+        """A pipeline with this session's settings, its LLM calls charged to `caller` (webui.host);
+        ValueError for a settings problem."""
         s = self.request_settings(choice)
-        return self.host.pipeline(s, context=contextvars.copy_context(), hf_token=hf_token)
+        return self.host.pipeline(s, caller=caller, context=contextvars.copy_context(), hf_token=hf_token)
 
     def stream_run(
         self,

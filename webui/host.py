@@ -28,6 +28,7 @@ from hugginggpt.pipeline import Pipeline
 from . import saved
 from .backends import Backends
 from .callers import Callers
+from .charged_llm import ChargedLLM
 from .conversation_store import ConversationStore, max_bytes, retention_hours, work_folder
 from .conversations import Conversation, ConversationTable
 from .review_form import draft_from_json
@@ -129,15 +130,21 @@ class Host:
         self,
         s: Settings,
         *,
+        caller: str,
         context: contextvars.Context | None = None,
         hf_token: str | None = None,
         cached: bool = True,
         cache_scope: str | None = None,
     ) -> Pipeline:
-        """A pipeline with settings `s`; `context` is the request's (ZeroGPU reads it), `hf_token` a
-        signed-in visitor's; `cached=False` keeps no result, `cache_scope` names whose results these are."""
+        """A pipeline with settings `s` for one visitor's run, whichever door or action starts it:
+        every LLM call it makes is charged to `caller` before it is made (webui.charged_llm).
+        `context` is the request's (ZeroGPU reads it), `hf_token` a signed-in visitor's;
+        `cached=False` keeps no result, `cache_scope` names whose results these are."""
+        llm = self.llm_for(s)
+        if self.tokens.limit:
+            llm = ChargedLLM(llm, self.tokens, caller)
         return Pipeline(
-            llm=self.llm_for(s),
+            llm=llm,
             catalog=self.catalog,
             endpoint=self.backends.endpoint_for(s.inference, context, hf_token=hf_token),
             settings=s,
