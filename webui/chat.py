@@ -127,6 +127,11 @@ class ChatApp:
         """Yields (chat messages, trace files, still running) as the request advances. With `review`
         the request is planned and its models chosen, then waits as `conv.pending` for the person.
         With `replace` (a turn's index) the request does that turn again in place (webui.turns)."""
+        if self.find(session) is None:  # a message that runs nothing takes no conversation place
+            refusal = self._refused_at_the_door(message, client)
+            if refusal is not None:
+                yield ([_note(refusal)] if refusal else []), [], False
+                return
         try:
             conv = self.conversation(session, client)
         except TableFull as e:
@@ -199,6 +204,14 @@ class ChatApp:
             replace=replace,
             why=why,
         )
+
+    def _refused_at_the_door(self, message: dict[str, Any] | str | None, client: str) -> str | None:
+        """Why a first message runs nothing, before a conversation is made for it: "" for an empty
+        one (nothing is said), the budget's refusal; None when it may run."""
+        text, files = _split_message(message)
+        if not text.strip() and not files:
+            return ""
+        return self.host.tokens.refusal(client) if text.strip() else None
 
     def _upload_problems(self, files: list[str]) -> list[str]:
         """What is wrong with each upload, checked (decoded) only while holding a slot: however many

@@ -238,6 +238,8 @@ class ConversationTable:
 
     def _check_room(self, client: str) -> None:
         if len(self._by_session) >= self.limit:
+            self._end_one_unused()
+        if len(self._by_session) >= self.limit:
             raise TableFull(
                 "The app is holding as many conversations as it can right now; try again in a few minutes."
             )
@@ -246,6 +248,19 @@ class ConversationTable:
                 f"Too many conversations from your address ({self.per_client}); close some tabs "
                 "or wait for them to time out."
             )
+
+    def _end_one_unused(self) -> None:
+        """A full table first lets go of its oldest conversation that never ran a request, waits
+        on no plan and was not used for the leave grace: it holds nothing of anyone's, yet would hold
+        its place for the idle hour (called with the lock held)."""
+        unused_since = self.clock() - self.leave_grace_seconds
+        for key, conv in self._by_session.items():  # oldest first
+            fresh = conv.last_used > unused_since
+            if conv.requests == 0 and conv.cancel is None and conv.pending is None and not fresh:
+                del self._by_session[key]
+                if not conv.key:  # a saved one stays on disk
+                    conv.remove()
+                return
 
     def leave(self, session: str) -> None:
         """Its page went away: unless a page comes back to it within the grace, it leaves memory

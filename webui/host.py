@@ -88,7 +88,7 @@ class Host:
         )
         self.conversations.sweep()
         self.slots = RunSlots(concurrency or settings.app_concurrency)  # every door's requests at once
-        self.callers = Callers(settings.proxies)
+        self.callers = Callers(settings.proxies, ipv6_prefix=settings.caller_ipv6_prefix)
         # On a public app, each visitor's LLM tokens a day (one table for every door).
         self.tokens = DailyTokens(settings.visitor_daily_tokens if self.public_llm_only else 0)
         metrics.watch(
