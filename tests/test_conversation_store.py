@@ -261,3 +261,11 @@ def test_the_disk_cap_follows_the_settings():
     assert max_bytes(load_settings(environ=env)) == 500_000_000
     with pytest.raises(ValueError, match="app_conversations_max_gb"):
         Settings(app_conversations_max_gb=-1)
+
+
+def test_a_conversations_record_is_written_for_the_apps_own_user_only(tmp_path):
+    store = ConversationStore(tmp_path / "c", retention_seconds=3600)
+    key = saved.new_key()
+    store.save(key, {"title": "t"})
+    mode = stat.S_IMODE((store.root / f"{store.folder_id(key)}.json").stat().st_mode)
+    assert mode == 0o600, oct(mode)  # before: 0644

@@ -109,7 +109,9 @@ class ConversationStore:
         record = {**record, "updated": self.clock()}
         path = self._record(key)
         partial = path.with_suffix(".partial")
-        partial.write_text(json.dumps(record, ensure_ascii=False, default=str), encoding="utf-8")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # the app's own user only
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(json.dumps(record, ensure_ascii=False, default=str))
         os.replace(partial, path)
         os.utime(path, (record["updated"], record["updated"]))  # its age, for the cap's order
         if self.max_bytes is not None:
