@@ -25,7 +25,7 @@ from hugginggpt.planfile import choices_as_ran
 from hugginggpt.records import TaskStatus
 
 from .backends import Backends
-from .conversations import Conversation, ConversationTable, TableFull
+from .conversations import DISK_FULL, Conversation, ConversationTable, TableFull
 from .host import CONFIGURE_HINT, Host
 from .live_runs import STOP_GRACE_SECONDS, LiveRun
 from .render import RunView, user_messages
@@ -128,7 +128,7 @@ class ChatApp:
         the request is planned and its models chosen, then waits as `conv.pending` for the person.
         With `replace` (a turn's index) the request does that turn again in place (webui.turns)."""
         if self.find(session) is None:  # a message that runs nothing takes no conversation place
-            refusal = self._refused_at_the_door(message, client)
+            refusal = self.host.first_message_refusal(*_split_message(message), client)
             if refusal is not None:
                 yield ([_note(refusal)] if refusal else []), [], False
                 return
@@ -165,7 +165,8 @@ class ChatApp:
         conv.requests += 1
         conv.title = conv.title or self._title(text)
         problems = self._upload_problems(files)
-        if not problems:  # kept with the conversation, which shows them from there
+        full = bool(files) and not problems and not self.conversations.make_room(conv, files)
+        if not problems and not full:  # kept with the conversation, which shows them from there
             files = [str(conv.workspace.add_upload(Path(f))) for f in files]
         user = user_messages(text, files)
         why = "your edit" if replace is not None else ""
@@ -176,6 +177,8 @@ class ChatApp:
             refusal = "\n\n".join(problems) + (
                 "\n\nNothing was run. Send the request again with an image or audio file that opens."
             )
+        elif full:
+            user, refusal = user_messages(text, []), DISK_FULL
         elif not text:
             refusal = "What should I do with this file? Send it again with a request."
         else:
@@ -204,14 +207,6 @@ class ChatApp:
             replace=replace,
             why=why,
         )
-
-    def _refused_at_the_door(self, message: dict[str, Any] | str | None, client: str) -> str | None:
-        """Why a first message runs nothing, before a conversation is made for it: "" for an empty
-        one (nothing is said), the budget's refusal; None when it may run."""
-        text, files = _split_message(message)
-        if not text.strip() and not files:
-            return ""
-        return self.host.tokens.refusal(client) if text.strip() else None
 
     def _upload_problems(self, files: list[str]) -> list[str]:
         """What is wrong with each upload, checked (decoded) only while holding a slot: however many

@@ -114,6 +114,13 @@ class Host:
         review, comes here; looking at a conversation (`find`) never makes one."""
         return self.conversations.get(session, caller)
 
+    def first_message_refusal(self, text: str, files: list[str], caller: str) -> str | None:
+        """Why a session's first message makes no conversation: "" when it is empty (nothing is
+        said), the budget's refusal for a request; None: it may be admitted."""
+        if not text.strip():
+            return None if files else ""
+        return self.tokens.refusal(caller)
+
     def find(self, session: str) -> Conversation | None:
         return self.conversations.find(session)
 
