@@ -684,6 +684,8 @@ def launch_options(max_upload_bytes: int = 20_000_000, *, demo: Any = None) -> d
         # No run history: Gradio would keep every request's inputs, the typed API key among them,
         # in the browser's localStorage.
         "run_history": False,
+        # No traffic figures at Gradio's /monitoring for anyone who asks (/metrics has its key).
+        "enable_monitoring": False,
         # One Settings entry point, the page's own: Gradio's footer link opens its display settings.
         "footer_links": ["api", "gradio"],
         # Boxes the person opened in the chat stay open across a reload (kept in the browser), and

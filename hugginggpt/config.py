@@ -116,6 +116,7 @@ class Settings:
     # Proxies whose X-Forwarded-For is believed (addresses or networks, comma-separated; "*": the one hop
     # in front, whatever its address). Empty: none, except on a Space, whose own proxy is the only way in.
     trusted_proxies: tuple[str, ...] = ()
+    caller_ipv6_prefix: int = 64  # IPv6 callers are counted per network of this prefix (a household's /64)
     # Doors for other programs (the app only): the MCP server, and the OpenAI-compatible API, which
     # is off unless bearer tokens are set (HUGGINGGPT_API_KEYS, comma-separated).
     mcp_server: bool = True
@@ -150,6 +151,8 @@ class Settings:
         if self.cache_scope not in CACHE_SCOPES:
             scopes = ", ".join(CACHE_SCOPES)
             raise ValueError(f"cache_scope must be one of {scopes}, not {self.cache_scope!r}")
+        if not 1 <= self.caller_ipv6_prefix <= 128:
+            raise ValueError("caller_ipv6_prefix must be from 1 to 128")
         if min(self.llm_input_price, self.llm_output_price, self.visitor_daily_tokens) < 0:
             raise ValueError("llm_*_price and visitor_daily_tokens must not be negative")
         if self.max_model_gb < 0 or self.max_download_gb < 0:

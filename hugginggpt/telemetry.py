@@ -207,7 +207,8 @@ class _RunSpans:
             root.set_attribute("output.value", done.answer)
         if done.error_kind is not None:
             root.set_attribute("error.type", str(done.error_kind))
-            root.set_status(Status(StatusCode.ERROR, done.error or ""))
+            why = (done.error or "") if self.settings.trace_content else str(done.error_kind)  # no words
+            root.set_status(Status(StatusCode.ERROR, why))
         rounds = 0
         for call in trace.get("llm_calls", []):
             stage = str(call.get("stage"))
@@ -241,7 +242,9 @@ class _RunSpans:
             span.set_attribute("gen_ai.output.messages", json.dumps(reply, ensure_ascii=False))
         if call.get("error"):
             span.set_attribute("error.type", "llm")
-            span.set_status(Status(StatusCode.ERROR, str(call["error"])))
+            span.set_status(
+                Status(StatusCode.ERROR, str(call["error"]) if self.settings.trace_content else "llm")
+            )
         span.end(end_time=int((start + float(call.get("seconds") or 0)) * NS))
 
     def close(self) -> None:

@@ -189,3 +189,24 @@ def test_a_collector_that_is_down_changes_no_requests_outcome(tmp_path, monkeypa
         finally:
             monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT")
             telemetry.use(None)  # its spans are dropped; nothing waits for the dead collector
+
+
+def test_without_trace_content_no_span_status_quotes_the_request(otlp, tmp_path):
+    """A plan the LLM never gets right fails the request with the plan's problem, which quotes the
+    request's words; with trace content off the root span's status says only the kind of error."""
+    with FakeLLMServer() as llm:
+        llm.script(
+            "plan", '{"tasks": [{"task": "paint my secret garden", "id": 0, "dep": [-1], "args": {}}]}'
+        )
+        client = OpenAICompatibleLLM(base_url=llm.url, model="fake-llm", api_key=KEY, max_retries=0)
+        pipeline = Pipeline(
+            llm=client,
+            catalog=Catalog([]),
+            endpoint=build_endpoint("local"),
+            settings=Settings(inference="local", cache_max_bytes=0),
+        )
+        events = list(pipeline.run("paint my secret garden", workspace=Workspace(tmp_path / "c")))
+    done = events[-1]
+    assert isinstance(done, Done) and "secret-garden" in (done.error or "")
+    root = next(s for s in received(otlp, at_least=1) if s.name == "invoke_agent hugginggpt")
+    assert root.error and "secret" not in root.status_message  # before: the whole error, words and all

@@ -10,6 +10,7 @@ hash is known to the client, the folder is not).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import threading
@@ -26,8 +27,11 @@ from hugginggpt.cache import ResultCache
 from hugginggpt.llm import Message
 from hugginggpt.workspace import Workspace
 
-from .conversation_store import ConversationStore
+from .conversation_store import ConversationStore, caller_id
 from .live_runs import LiveRun
+from .record_paths import absolute as _absolute
+from .record_paths import map_paths as _map_paths
+from .record_paths import relative as _relative
 from .review_form import Draft, draft_to_json
 from .turns import Turn
 
@@ -36,6 +40,12 @@ SWEEP_SECONDS = 600.0  # how often expired conversations are looked for
 INTERRUPTED = (
     "*The app restarted while this request ran, so it did not finish. Press ↻ (retry) under this "
     "message to run it again.*"
+)
+
+
+DISK_FULL = (
+    "This app's disk for conversations is full right now, so the files were not kept. "
+    "Delete an earlier conversation of yours, or try again later."
 )
 
 
@@ -96,6 +106,7 @@ class Conversation:
         here = self.workspace.root
         return {
             "title": self.title,
+            "caller": caller_id(self.client),  # whose it is, for the disk cap's shares
             "created": self.created,
             "requests": self.requests,
             "history": self.history,
@@ -226,8 +237,18 @@ class ConversationTable:
                 self.store.save(conv.key, conv.record())
             except OSError as e:  # a full or read-only disk: the chat goes on, kept in memory only
                 log.warning("conversation not saved: %s", e)
-            if self.store.over_cap:  # the oldest go at once, not at the next sweep
-                self.store.trim(gone=self._forget_results, keep=self._open_keys())
+            self.make_room(conv, [], locked=True)  # over the cap, the oldest go at once, not at a sweep
+
+    def make_room(self, conv: Conversation, files: list[str], *, locked: bool = False) -> bool:
+        """Trims the disk cap's conversations for `files` to join `conv` (its caller's own first:
+        webui.conversation_store); False when they would still pass it (then: DISK_FULL)."""
+        if self.store is None or not self.saved(conv.key):
+            return True
+        incoming = sum(Path(f).stat().st_size for f in files if Path(f).is_file())
+        with contextlib.nullcontext() if locked else self._store_lock:
+            keep, caller = self._open_keys(), caller_id(conv.client)
+            self.store.trim(gone=self._forget_results, keep=keep, caller=caller, need=incoming)
+            return not self.store.would_pass(incoming)
 
     def _end_idle(self) -> list[Conversation]:
         """Takes idle conversations out of memory; returns those that end with it (not saved)."""
@@ -238,6 +259,8 @@ class ConversationTable:
 
     def _check_room(self, client: str) -> None:
         if len(self._by_session) >= self.limit:
+            self._end_one_unused()
+        if len(self._by_session) >= self.limit:
             raise TableFull(
                 "The app is holding as many conversations as it can right now; try again in a few minutes."
             )
@@ -246,6 +269,15 @@ class ConversationTable:
                 f"Too many conversations from your address ({self.per_client}); close some tabs "
                 "or wait for them to time out."
             )
+
+    def _end_one_unused(self) -> None:
+        """A full table's oldest conversation that never ran, waits on no plan and was unused for
+        the leave grace goes first: it holds nothing, yet would hold its place for the idle hour."""
+        since = self.clock() - self.leave_grace_seconds
+        for key, conv in self._by_session.items():  # oldest first
+            if conv.requests == 0 and conv.cancel is None and conv.pending is None and conv.last_used < since:
+                del self._by_session[key]
+                return None if conv.key else conv.remove()  # a saved one stays on disk
 
     def leave(self, session: str) -> None:
         """Its page went away: unless a page comes back to it within the grace, it leaves memory
@@ -355,29 +387,3 @@ class ConversationTable:
     def values(self) -> list[Conversation]:
         with self._lock:
             return list(self._by_session.values())
-
-
-def _map_paths(messages: list[dict[str, Any]], change: Callable[[str], str]) -> list[dict[str, Any]]:
-    """`messages` with the path of every file part changed by `change`."""
-
-    def part(content: Any) -> Any:
-        if isinstance(content, list):
-            return [part(c) for c in content]
-        if isinstance(content, dict) and isinstance(content.get("path"), str):
-            return {**content, "path": change(content["path"])}
-        return content
-
-    return [{**m, "content": part(m.get("content"))} for m in messages]
-
-
-def _relative(path: str | Path, root: Path) -> str:
-    resolved = Path(path).resolve()
-    return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else str(path)
-
-
-def _absolute(path: str, root: Path) -> str:
-    """A saved path as a real one; a relative one must stay inside the workspace."""
-    if Path(path).is_absolute():
-        return path
-    resolved = (root / path).resolve()
-    return str(resolved) if resolved.is_relative_to(root) else str(root / "missing")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +40,19 @@ class RoutedEndpoint(Endpoint):
         return first is not None and first.warm(task, model)
 
     def footprint(self, model: ModelCard) -> Footprint:
-        """The footprint where the model would run: the first backend that can run it."""
-        backend = next((b for b in self.backends if b.can_run(model)), self.backends[0])
-        return backend.footprint(model)
+        """The worst footprint of the backends the call may fall back to, so that a limit screened
+        before the run (hugginggpt.limits) holds on every route the task can take: a model that
+        would break one on a fallback is not offered. Where: the first backend that would run it on
+        this machine (size limits apply there), else the first that can run it."""
+        able = [b for b in self.backends if b.can_run(model)] or self.backends[:1]
+        prints = [b.footprint(model) for b in able]
+        first = next((p for p in prints if p.where.startswith("local")), prints[0])
+        return replace(
+            first,
+            download_bytes=_worst(p.download_bytes for p in prints),
+            memory_bytes=_worst(p.memory_bytes for p in prints),
+            size_bytes=first.size_bytes if len(prints) == 1 else _worst(p.size_bytes for p in prints),
+        )
 
     def run(
         self,
@@ -72,3 +84,13 @@ class RoutedEndpoint(Endpoint):
         refused = all(isinstance(e, ModelUnavailable) for _, e in errors)
         message = "; ".join(f"{name}: {e}" for name, e in errors)
         raise (ModelUnavailable if refused else EndpointError)(message)
+
+
+def _worst(sizes: Iterable[int | None]) -> int | None:
+    """The largest size; None (not known) outweighs any known one."""
+    known = []
+    for size in sizes:
+        if size is None:
+            return None
+        known.append(size)
+    return max(known)

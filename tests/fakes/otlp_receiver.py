@@ -32,6 +32,7 @@ class ReceivedSpan:
     start_ns: int
     end_ns: int
     error: bool
+    status_message: str = ""
 
 
 def _value(v: Any) -> Any:
@@ -79,6 +80,7 @@ class OTLPReceiver:
                             start_ns=s.start_time_unix_nano,
                             end_ns=s.end_time_unix_nano,
                             error=s.status.code == 2,
+                            status_message=s.status.message,
                         )
                     )
         with self._lock:
