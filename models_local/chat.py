@@ -99,6 +99,7 @@ class ChatModel:
         )
         budget = min(max_new_tokens or self.max_new_tokens, self.max_new_tokens)
         grammar = self._grammar(schema, budget) if schema is not None else None
+        budget = grammar.budget if grammar is not None else budget
         return Reply(tokenizer, model, inputs, max_new_tokens=budget, stop=stop, grammar=grammar)
 
     def _grammar(self, schema: dict[str, Any], budget: int) -> JsonGrammar | None:

@@ -134,8 +134,8 @@ class JsonGrammar:
         if self.matcher.is_error():
             raise GrammarUnavailable(self.matcher.get_error())
         self.table = table
-        self.budget = budget
         self.reserve = closing_reserve(schema)
+        self.budget = max(budget, self.reserve)  # room for the smallest reply, whatever was asked
         self._prompt_length: int | None = None
         self._lock = threading.Lock()
 

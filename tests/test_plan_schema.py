@@ -86,7 +86,9 @@ def test_every_valid_plan_in_tests_and_bench_fits_the_schema():
 )
 def test_the_schema_refuses_what_the_task_types_do_not_allow(task, why):
     schema = plan_schema(TASKS, files=["a.jpg"])
-    assert accepts(schema, {"tasks": [{"task": "image-to-text", "id": 0, "dep": [-1], "args": {"image": "a.jpg"}}]})
+    assert accepts(
+        schema, {"tasks": [{"task": "image-to-text", "id": 0, "dep": [-1], "args": {"image": "a.jpg"}}]}
+    )
     assert not accepts(schema, {"tasks": [task]}), why
 
 

@@ -86,7 +86,9 @@ def test_structured_output_is_sent_when_accepted(server):
     shapes = {s["properties"]["task"]["enum"][0]: s for s in schema["properties"]["tasks"]["items"]["anyOf"]}
     caption = shapes["image-to-text"]["properties"]["args"]
     assert caption["required"] == ["image"] and caption["additionalProperties"] is False
-    assert {"enum": ["a.jpg"], "type": "string"} in caption["properties"]["image"]["anyOf"]  # this chat's files
+    assert {"enum": ["a.jpg"], "type": "string"} in caption["properties"]["image"][
+        "anyOf"
+    ]  # this chat's files
     assert llm.calls[0].json_mode and llm.calls[0].usage.completion_tokens > 0
 
 
