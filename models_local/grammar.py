@@ -18,11 +18,15 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import OrderedDict
 from typing import Any
+
+import numpy as np
 
 log = logging.getLogger(__name__)
 
 JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+_COMPILED_KEPT = 32  # schemas kept compiled (each a few hundred kB at most)
 _CLOSERS = set('"]}')
 _SEPARATORS = set('"]},: ')
 
@@ -47,9 +51,35 @@ class TokenTable:
         except (ValueError, TypeError) as e:  # a slow (Python) tokenizer
             raise GrammarUnavailable(str(e)) from None
         self.vocab_size = vocab_size
+        self._compiled: OrderedDict[str, Any] = OrderedDict()  # schema -> a matcher never used
+        self._lock = threading.Lock()
         self.closing_rank = torch.tensor(
             [_closing_rank(self._text(i), i in eos_ids) for i in range(vocab_size)], dtype=torch.float32
         )
+
+    def matcher(self, schema: dict[str, Any]) -> Any:
+        """A fresh matcher of `schema`: compiled once (25-75 ms), then copied (microseconds) for
+        each reply: a request's corrections reuse it, and so do requests with the same files."""
+        import llguidance
+
+        key = json.dumps(schema, sort_keys=True)
+        with self._lock:
+            compiled = self._compiled.get(key)
+            if compiled is not None:
+                self._compiled.move_to_end(key)
+                return compiled.deep_copy()
+        try:
+            grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, defaults=JSON_OPTIONS)  # type: ignore[arg-type]
+        except ValueError as e:
+            raise GrammarUnavailable(str(e)) from None
+        compiled = llguidance.LLMatcher(self.lltok, grammar, log_level=0)
+        if compiled.is_error():
+            raise GrammarUnavailable(compiled.get_error())
+        with self._lock:
+            self._compiled[key] = compiled
+            while len(self._compiled) > _COMPILED_KEPT:
+                self._compiled.popitem(last=False)
+        return compiled.deep_copy()
 
     def _text(self, token: int) -> str:
         if self.lltok.is_special_token(token):
@@ -124,42 +154,34 @@ class JsonGrammar:
     it within `budget` new tokens. One per reply: it follows that reply's tokens."""
 
     def __init__(self, table: TokenTable, schema: dict[str, Any], *, budget: int) -> None:
-        import llguidance
-
-        try:
-            grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, defaults=JSON_OPTIONS)  # type: ignore[arg-type]
-        except ValueError as e:
-            raise GrammarUnavailable(str(e)) from None
-        self.matcher = llguidance.LLMatcher(table.lltok, grammar, log_level=0)
-        if self.matcher.is_error():
-            raise GrammarUnavailable(self.matcher.get_error())
+        self.matcher = table.matcher(schema)
         self.table = table
         self.reserve = closing_reserve(schema)
         self.budget = max(budget, self.reserve)  # room for the smallest reply, whatever was asked
+        self._bits = np.zeros(4 * ((table.vocab_size + 31) // 32), dtype=np.uint8)
         self._prompt_length: int | None = None
-        self._lock = threading.Lock()
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import numpy as np
         import torch
 
-        with self._lock:
-            if self._prompt_length is None:
-                self._prompt_length = int(input_ids.shape[-1])
-            elif not self.matcher.consume_token(int(input_ids[0, -1])):
-                log.warning("the grammar refused a token it had allowed: %s", self.matcher.get_error())
-            written = int(input_ids.shape[-1]) - self._prompt_length
-            bits = np.frombuffer(self.matcher.compute_bitmask(), dtype=np.uint8)
-        allowed = torch.from_numpy(np.unpackbits(bits, bitorder="little").astype(bool))
+        if self._prompt_length is None:
+            self._prompt_length = int(input_ids.shape[-1])
+        elif not self.matcher.consume_token(int(input_ids[0, -1])):
+            log.warning("the grammar refused a token it had allowed: %s", self.matcher.get_error())
+        written = int(input_ids.shape[-1]) - self._prompt_length
+        self.matcher.unsafe_compute_mask_ptr(self._bits.ctypes.data, self._bits.nbytes)
         width = min(scores.shape[-1], self.table.vocab_size)
-        allowed = allowed[:width].to(scores.device)
-        masked = torch.full_like(scores, float("-inf"))
+        unpacked = np.unpackbits(self._bits, bitorder="little", count=width).view(np.bool_)
+        allowed = torch.from_numpy(unpacked)
         if self.budget - written <= self.reserve:  # closing: the allowed token that ends it soonest
-            ranks = torch.where(allowed.cpu(), self.table.closing_rank[:width], float("inf"))
-            masked[:, int(ranks.argmin())] = 0.0
-        else:
-            masked[:, :width] = torch.where(allowed, scores[:, :width], float("-inf"))
-        return masked
+            ranks = torch.where(allowed, self.table.closing_rank[:width], float("inf"))
+            chosen = int(ranks.argmin())
+            scores.fill_(float("-inf"))
+            scores[:, chosen] = 0.0
+            return scores
+        scores[:, width:] = float("-inf")
+        scores[:, :width].masked_fill_(allowed.logical_not().to(scores.device), float("-inf"))
+        return scores
 
     @property
     def finished(self) -> bool:
