@@ -8,7 +8,9 @@ grammar.py) and once without it (as before the grammar). For each side it report
                     (under the grammar this must be 100%)
   plan-valid        share of first replies that pass the planner's own checks (what no schema can
                     say: dependencies on earlier tasks, references, files)
-  corrections/req   correction rounds per request (each one an LLM call), at most --retries
+  corrections/req   rejected plans per request: each asks for a correction round (an LLM call),
+                    taken while --retries allow (default 0: the first plan's verdict, and half the
+                    run's time; the rounds after it are as random as the first)
   tokens/s          completion tokens over the seconds of the calls (same model, same prompts)
   first task (s)    median seconds from the call to the first task object the plan scanner reads
                     (plan_stream.TaskScanner, as streaming execution does); "-" if none closed
@@ -19,7 +21,7 @@ local chat model folder (the default Qwen2.5-1.5B-Instruct where its weights are
 default run is short (under 2 minutes on a loaded 2-core machine): all requests under the grammar,
 the first `--baseline` of them without it (random weights never write JSON, so a few show it).
 
-    python bench/plan_grammar.py [--requests 50] [--baseline 5] [--budget 200] [--retries 1]
+    python bench/plan_grammar.py [--requests 50] [--baseline 5] [--budget 200] [--retries 0]
         [--model PATH] [--prompt short|full]
 """
 
@@ -130,7 +132,7 @@ class Side:
         self.cases += 1
         self.schema_valid += _fits(schema, outcome.replies[0])
         self.plan_valid += not outcome.problems
-        self.corrections += outcome.attempts - 1
+        self.corrections += len(outcome.problems)
         self.firsts.extend(first)
 
     def results(self) -> dict[str, Any]:
@@ -181,7 +183,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=50)
     parser.add_argument("--baseline", type=int, default=5, help="of them, run without the grammar too")
     parser.add_argument("--budget", type=int, default=200, help="max new tokens a reply")
-    parser.add_argument("--retries", type=int, default=1, help="correction rounds allowed a plan")
+    parser.add_argument("--retries", type=int, default=0, help="correction rounds allowed a plan")
     parser.add_argument("--model", help="a local chat model folder (default: the tests' tiny one)")
     parser.add_argument("--prompt", choices=("short", "full"), default="short")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
