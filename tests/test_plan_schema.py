@@ -138,3 +138,25 @@ def test_the_selection_schema_names_this_plans_tasks_and_their_candidates():
     assert not accepts(schema, {**good, "2": {"id": "org/a", "reason": "not its candidate"}})
     assert not accepts(schema, {"0": good["0"]})  # a task left out
     assert not accepts(schema, {**good, "1": good["0"]})  # a task not in the plan
+
+
+def test_model_selection_sends_the_typed_choice_schema_and_reads_the_pick():
+    from fakes.endpoints import cards
+
+    from hugginggpt.catalog import Catalog
+    from hugginggpt.plan import Plan, Task
+    from hugginggpt.selection import select_steps
+
+    catalog = Catalog(cards(("det-big", "object-detection", 900), ("det-small", "object-detection", 500)))
+    plan = Plan([Task(0, "object-detection", [], {"image": "a.jpg"})])
+    with FakeLLMServer() as server:
+        server.script("select", '{"0": {"id": "det-small", "reason": "smaller"}}')
+        llm = OpenAICompatibleLLM(base_url=server.url, model="fake", api_key="x", timeout=5)
+        steps = select_steps(llm, plan, catalog, "find the objects")
+        picked = list(steps)
+    sent = server.requests[0]["response_format"]["json_schema"]["schema"]
+    assert sent["required"] == ["0"] and sent["properties"]["0"]["properties"]["id"]["enum"] == [
+        "det-big",
+        "det-small",
+    ]
+    assert [e.model for e in picked] == ["det-small"]
