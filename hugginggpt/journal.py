@@ -246,6 +246,8 @@ def unfinished(folder: Path) -> list[JournalState]:
         except (OSError, ValueError) as e:
             log.info("journal %s not read: %s", path.name, e)
     resumed = {s.start.get("resumed_from") for s in states}
+    # by start time to the second, then later attempts after earlier ones (ids of one second tie)
+    states.sort(key=lambda s: (s.request_id[:15], s.crashes))
     return [s for s in states if s.done is None and s.request_id not in resumed]
 
 

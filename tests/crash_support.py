@@ -328,15 +328,14 @@ def _where(state: JournalState | None) -> str:
 
 def _expected_calls(state: JournalState | None) -> list[str]:
     """The LLM calls a resume has to make: those that had not ended. A plan cut off is continued
-    (one call); the selection call is made again when a task with a real choice has none; the
-    answer always."""
+    (one call); the selection call is made again when a task has no choice yet (with --top-k 2
+    every task has a real one: its model here and one of the shipped catalog's); the answer always."""
     if state is None or state.start == {}:
         return ["plan", "select", "respond"]
     calls = []
     if state.plan is None:
         calls.append("plan")
-    open_tasks = [t for t in PLAN if len(MODELS[t["task"]]) > 1]
-    if any(t["id"] not in state.choices for t in open_tasks):
+    if any(t["id"] not in state.choices for t in PLAN):
         calls.append("select")
     return [*calls, "respond"]
 
