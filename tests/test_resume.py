@@ -161,3 +161,16 @@ def test_a_finished_run_is_not_resumed(server, tmp_path):
     _, workspace, path = first_run(server, tmp_path)
     done = list(resume(pipeline(server, FakeEndpoint()), read_journal(path), workspace=workspace))[-1]
     assert done.outcome is Outcome.FAILED and "ended" in done.error
+
+
+def test_the_resume_command_says_when_there_is_nothing_to_resume(server, tmp_path):
+    import io
+
+    from hugginggpt.cli import main
+
+    _, workspace, _ = first_run(server, tmp_path)
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["resume", "--workdir", str(workspace.root)], stdout=out, stderr=err) == 2
+    assert "no unfinished run" in err.getvalue()
+    assert main(["resume", "--workdir", str(workspace.root), "../x"], stdout=out, stderr=err) == 2
+    assert "not a run id" in err.getvalue()

@@ -42,7 +42,9 @@ def cut_off(llm_server, tmp_path, tag):
     key = saved.new_key()
     first = SpeechGated()
     chat = app(llm_server, tmp_path / "ws", first)
-    updates = chat.respond(key, {"text": f"[{tag}] caption this", "files": [str(photo(tmp_path / "a.png"))]}, LLMChoice())
+    updates = chat.respond(
+        key, {"text": f"[{tag}] caption this", "files": [str(photo(tmp_path / "a.png"))]}, LLMChoice()
+    )
     next(updates)
     wait_until(first.waiting.is_set)
     updates.close()
@@ -63,6 +65,7 @@ def test_a_cut_off_run_is_continued_on_start_and_its_finished_tasks_do_not_run_a
     shown = texts(conv.display)
     assert shown[-1].startswith("Answer for conv-resumed") and interrupted.RESUMABLE not in shown
     assert any("from before the restart" in str(m["content"]) for m in conv.display)
+    assert any("continued after 1 restart" in str(m.get("metadata")) for m in conv.display)
     record = restarted.conversations.store.load(key)
     assert record["running"] is False and record["display"][-1]["content"].startswith("Answer for")
     first.gate.set()

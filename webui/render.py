@@ -446,7 +446,10 @@ class RunView:
         parts += [
             f"{state_badge(s)} {counts[s]}" for s in ("failed", "skipped", "not finished") if counts.get(s)
         ]
-        spent = done.usage
+        crashes = int(done.trace.get("crashes") or 0)  # a run continued after a restart (hugginggpt.resume)
+        if crashes:
+            parts.append(f"continued after {crashes} restart{'s' if crashes != 1 else ''}")
+        spent = done.usage  # every attempt's tokens, for a continued run
         if spent.total_tokens:
             cost = spent.cost
             parts.append(
