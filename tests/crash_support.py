@@ -139,7 +139,8 @@ class Outcome:
     llm_expected: list[str]  # the calls that had not ended before the kill
     answered: bool
     records_read: bool
-    resume_seconds: float
+    resume_seconds: float  # from the restart to the answer, the process's start included
+    run_seconds: float  # the resumed run's own (its trace's total): no process start, no imports
     torn: bool = False
     errors: list[str] = field(default_factory=list)
 
@@ -216,8 +217,9 @@ class Harness:
             "HUGGINGGPT_CACHE_MAX_BYTES": "0",  # what is not run again is the journal's doing alone
         }
 
-    def run_plain(self) -> tuple[float, dict[str, Any]]:
-        """A whole request from the start (what a plain retry costs): its seconds and its JSON."""
+    def run_plain(self) -> tuple[float, float]:
+        """A whole request from the start (what a plain retry costs): its seconds, the process's
+        start included, and the run's own."""
         self.script()
         self.runs += 1
         folder = self.root / f"plain-{self.runs}"
@@ -227,7 +229,7 @@ class Harness:
         )
         seconds = time.monotonic() - t0
         assert done.returncode == 0, done.stderr[-3000:]
-        return seconds, json.loads(done.stdout)
+        return seconds, _own_seconds(json.loads(done.stdout))
 
     def crash_and_resume(self, point: Point) -> Outcome:
         self.script()
@@ -269,6 +271,7 @@ class Harness:
             answered=result.get("outcome") == "answered" and bool(result.get("answer")),
             records_read=_records_read(folder),
             resume_seconds=seconds,
+            run_seconds=_own_seconds(result),
             torn=bool(before and before.torn),
             errors=[done.stderr[-2000:]] if done.returncode else [],
         )
@@ -308,6 +311,14 @@ class Harness:
                 sizes[path] = size
                 sizes[traces] = sizes.get(traces, 0) + 1
         return time.monotonic() if sizes.get(traces, 0) >= int(task or 1) else None
+
+
+def _own_seconds(result: dict[str, Any]) -> float:
+    """A run's own seconds, from its trace (the --json output names it)."""
+    try:
+        return float(json.loads(Path(result["trace_file"]).read_text())["timings"]["total"])
+    except (KeyError, TypeError, OSError, ValueError):
+        return float("nan")
 
 
 def _state(folder: Path) -> JournalState | None:
