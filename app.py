@@ -30,7 +30,7 @@ from hugginggpt.config import Settings, load_settings
 from hugginggpt.endpoints import Endpoint
 from hugginggpt.llm import LLM
 from hugginggpt.modes import INFERENCE_MODES
-from webui import message_actions, review_panel, saved
+from webui import message_actions, resume_runs, review_panel, saved
 from webui.browser_secret import browser_secret
 from webui.callers import trust_no_forwarding_in_uvicorn
 from webui.calls import Calls
@@ -149,6 +149,8 @@ def build_demo(
         concurrency=concurrency,
     )
     chat = ChatApp(host)
+    if host.settings.resume_on_start:  # the runs the app was running when it stopped, once
+        resume_runs.resume_on_start(chat)
     calls = Calls(host)  # stateless calls from MCP clients and the OpenAI-compatible API
     if warm_up:
         host.backends.warm_up()

@@ -100,6 +100,7 @@ class Settings:
     app_max_upload_mb: float = 20.0  # per file
     app_concurrency: int = 8  # requests answered at once, across all sessions
     app_leave_grace_seconds: float = 120.0  # a left page's conversation leaves memory (kept on disk)
+    resume_on_start: bool = True  # runs a restart cut off are continued once when the app starts
     app_retention_hours: float | None = None  # unused this long, deleted; None: 720 private, 24 public
     app_conversations_max_gb: float | None = None  # kept at most (oldest out); None: 5 public; 0: no cap
     app_secret: str | None = field(default=None, repr=False)  # the browser store's key (else generated)

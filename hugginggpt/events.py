@@ -141,6 +141,7 @@ class TaskFinished:
     seconds: float
     cached: bool = False  # served from the result cache: no model ran
     seed: int | None = None
+    resumed: bool = False  # finished before the run crashed: taken from its journal (resume.py)
 
 
 @dataclass(frozen=True)

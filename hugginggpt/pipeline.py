@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import metrics, telemetry
+from . import journal, metrics, telemetry
 from .cache import ResultCache
 from .catalog import Catalog
 from .config import Settings
@@ -155,7 +155,12 @@ class Pipeline:
     ) -> Iterator[Event]:
         run = RequestRun(self, request, workspace, list(history), cancelled or threading.Event(), mode)
         model = str(getattr(self.llm, "model", "") or self.llm.describe())
-        yield from metrics.counted(telemetry.traced(run.events(files), self.settings, model))
+        events = run.events(files)
+        if not mode.stop_after_select:  # what a resume needs, on disk before any dependant starts
+            start = journal.start_entry(run.header, run.history, self.settings)
+            path = journal.journal_path(run.trace_path)
+            events = journal.recorded(events, path, start, calls=lambda: run.llm.calls, root=workspace.root)
+        yield from metrics.counted(telemetry.traced(events, self.settings, model))
 
 
 def check_plan(plan: Plan, workspace: Workspace, settings: Settings) -> list[str]:

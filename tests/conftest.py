@@ -57,6 +57,7 @@ SLOW_MODULES = {
     "test_browser_live_runs",
     "test_cli",
     "test_cli_plan",
+    "test_crash_resume",
     "test_mcp",
     "test_openai_api",
     "test_replay",

@@ -84,7 +84,27 @@ class ConversationStore:
 
     @staticmethod
     def folder_id(key: str) -> str:
+        """The folder of a browser's key; a key "folder:<id>" names the folder itself (a
+        conversation taken up with no page open, webui.conversations.ConversationTable.adopt)."""
+        if key.startswith("folder:"):
+            return key.removeprefix("folder:")
         return hashlib.sha256(key.encode()).hexdigest()[:40]
+
+    def running(self) -> list[tuple[str, dict[str, Any]]]:
+        """(folder id, record) of each conversation saved while a request ran: the app stopped."""
+        found = []
+        for path in sorted(self.root.glob("*.json")):
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if (
+                isinstance(record, dict)
+                and record.get("running") is True
+                and not self._expired(record.get("updated"))
+            ):
+                found.append((path.stem, record))
+        return found
 
     def workspace_root(self, key: str) -> Path:
         return self.root / self.folder_id(key)

@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from hugginggpt.cache import ResultCache
+from hugginggpt.journal import JournalState
 from hugginggpt.llm import Message
 from hugginggpt.workspace import Workspace
 
+from . import interrupted
 from .conversation_store import ConversationStore, caller_id
 from .live_runs import LiveRun
 from .record_paths import absolute as _absolute
@@ -37,10 +39,8 @@ from .turns import Turn
 
 log = logging.getLogger(__name__)
 SWEEP_SECONDS = 600.0  # how often expired conversations are looked for
-INTERRUPTED = (
-    "*The app restarted while this request ran, so it did not finish. Press ↻ (retry) under this "
-    "message to run it again.*"
-)
+INTERRUPTED = interrupted.RESUMABLE
+FOLDER_KEY = "folder:"  # a conversation taken up with no page open is saved under its folder's id
 
 
 DISK_FULL = (
@@ -76,6 +76,7 @@ class Conversation:
     last_run: Draft | None = None  # the plan of the last run, to edit and run again
     turns: list[Turn] = field(default_factory=list)  # where each request begins (webui.turns)
     forget_results: Callable[[], object] = lambda: None  # deletes its result cache entries
+    resumable: JournalState | None = None  # the run a restart cut off, to continue (webui.resume_runs)
 
     def remove(self) -> None:
         """Stop its run and delete its files: the workspace and every copy served to the page."""
@@ -142,7 +143,8 @@ class Conversation:
         conv.turns = [t for raw in record.get("turns") or [] if (t := Turn.from_json(raw)) is not None]
         conv.last_run, conv.pending = read_draft(record.get("last_run")), read_draft(record.get("pending"))
         if record.get("running") is True:  # the app stopped while its last request ran
-            conv.display.append({"role": "assistant", "content": INTERRUPTED})
+            conv.resumable = interrupted.cut_off_run(workspace)
+            conv.display.append({"role": "assistant", "content": interrupted.note_for(conv.resumable)})
         return conv
 
 
@@ -181,6 +183,7 @@ class ConversationTable:
         self._lock = threading.Lock()
         self._store_lock = threading.Lock()  # one save or delete at a time
         self._swept = clock()
+        self._adopted: dict[str, Conversation] = {}  # by folder id: taken up with no page open
 
     def get(self, session: str, client: str) -> Conversation:
         """The session's conversation, made on first use by a caller at address `client` (webui.callers;
@@ -222,11 +225,26 @@ class ConversationTable:
         """A saved conversation, from disk (called with the lock held)."""
         if self.store is None or not self.saved(session):
             return None
+        adopted = self._adopted.pop(self.store.folder_id(session), None)
+        if adopted is not None:  # taken up on start (webui.resume_runs): its page is back
+            adopted.key = session
+            return adopted
         record = self.store.load(session)
         if record is None:
             return None
         workspace = Workspace(self.store.workspace_root(session))
         return self._with_cache(Conversation.from_record(workspace, session, record, self.read_draft))
+
+    def adopt(self, folder_id: str, record: dict[str, Any]) -> Conversation:
+        """A saved conversation taken up while no page has it open (a run resumed on start): it is
+        saved under its folder, and the page that opens it next finds it here, run and all."""
+        assert self.store is not None
+        key = FOLDER_KEY + folder_id
+        workspace = Workspace(self.store.workspace_root(key))
+        conv = self._with_cache(Conversation.from_record(workspace, key, record, self.read_draft))
+        with self._lock:
+            self._adopted[folder_id] = conv
+        return conv
 
     def save(self, conv: Conversation) -> None:
         """Writes a browser's conversation to disk (if anything happened in it and it still exists)."""
