@@ -111,10 +111,7 @@ class MessageActions:
         session, the_choice, _ = self._actor(conv_key, request, values)
         task = message_actions.regenerated_task(clicked["value"])
         if clicked["value"] == message_actions.CONTINUE:
-            client = self.host.caller(request)
-            updates = resume_runs.continue_run(
-                self.chat, session, the_choice, hf_token=hf_token, client=client
-            )
+            updates = resume_runs.continue_run(self.chat, session, the_choice, hf_token=hf_token)
         elif task is not None:
             updates = review_chat.regenerate(self.chat, session, [task], the_choice, hf_token=hf_token)
         else:

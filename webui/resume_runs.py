@@ -25,39 +25,35 @@ Updates = Iterator[Update]
 WHY = "continued after a restart"
 
 
-def continue_run(
-    chat: ChatApp, session: str, choice: LLMChoice, *, hf_token: str | None = None, client: str = ""
-) -> Updates:
+def continue_run(chat: ChatApp, session: str, choice: LLMChoice, *, hf_token: str | None = None) -> Updates:
     """The session's cut-off run, continued in place under its request (the Continue option)."""
     conv = chat.find(session)
     if conv is None or conv.resumable is None or conv.cancel is not None or not conv.turns:
         yield (conv.display, conv.traces, False) if conv is not None else ([], [], False)
         return
-    yield from _continued(chat, conv, session, choice, hf_token, client)
+    yield from _continued(chat, conv, session, choice, hf_token)
 
 
 def _continued(
-    chat: ChatApp, conv: Conversation, session: str, choice: LLMChoice, hf_token: str | None, client: str
+    chat: ChatApp, conv: Conversation, session: str, choice: LLMChoice, hf_token: str | None
 ) -> Generator[Update, None, None]:
     state = conv.resumable
     assert state is not None
+    # Charged to the conversation's caller like every LLM call of its runs (the token ledger).
+    refusal = chat.host.tokens.refusal(conv.client)
     try:
-        pipeline = chat.pipeline_for(choice, hf_token)
+        pipeline = chat.pipeline_for(choice, conv.client, hf_token)
     except ValueError as e:
-        yield (
-            conv.display + [{"role": "assistant", "content": f"**Settings problem:** {e}"}],
-            conv.traces,
-            False,
-        )
+        refusal = f"**Settings problem:** {e}"
+    if refusal:
+        yield (conv.display + [{"role": "assistant", "content": refusal}], conv.traces, False)
         return
     if conv.display and conv.display[-1].get("content") in interrupted.NOTES:
         conv.display = conv.display[:-1]  # the note gives way to the run it offered
     turn = len(conv.turns) - 1
 
     def start(cancel: Any) -> Any:
-        return chat.host.tokens.counted(
-            client, resume(pipeline, state, workspace=conv.workspace, cancelled=cancel)
-        )
+        return resume(pipeline, state, workspace=conv.workspace, cancelled=cancel)
 
     yield from chat.stream_run(conv, session, conv.turns[turn].text, [], start, replace=turn, why=WHY)
 
@@ -74,7 +70,7 @@ def resume_on_start(chat: ChatApp) -> int:
         state = conv.resumable
         if state is None or interrupted.resumed_before(state) or not conv.turns:
             continue  # its note says why, and offers what can be done
-        updates = _continued(chat, conv, conv.key, LLMChoice(), None, "")
+        updates = _continued(chat, conv, conv.key, LLMChoice(), None)
         next(updates)  # the run has started: it goes on with no page following it
         updates.close()
         started += 1
