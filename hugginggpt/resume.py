@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import prompts
+from . import tasks as task_types
 from .artifacts import Artifact, kind_of_file
 from .cache import CachingEndpoint, normal_input, run_scope
 from .catalog import Catalog, ModelCard
@@ -32,8 +33,9 @@ from .journal import JournalState
 from .llm import LLM, LLMError, Message
 from .pipeline import Pipeline
 from .plan import FileRules, Plan, PlanLimits, PlanParseError, parse_plan, validate_plan
+from .plan_schema import plan_schema
 from .planfile import PlanFileError, given_choice, given_plan
-from .planner import PLAN_SCHEMA, FileInfo, plan_steps, planning_messages
+from .planner import FileInfo, plan_steps, planning_messages
 from .records import TaskRecord, TaskStatus
 from .seeds import derived_seed, samples
 from .trace import write_trace
@@ -213,7 +215,13 @@ def completed_plan(
             {"role": "assistant", "content": begun},
             {"role": "user", "content": prompts.render("plan", "continuation")},
         ]
-        reply = llm.complete(messages, stage="plan", schema=PLAN_SCHEMA)
+        schema = plan_schema(
+            task_types.TASKS.values(),
+            files=rules.uploads,
+            allow_urls=rules.allow_urls,
+            max_tasks=limits.max_tasks,
+        )
+        reply = llm.complete(messages, stage="plan", schema=schema)
         try:
             plan = parse_plan(reply.text, limits)
             if not validate_plan(plan, rules):
