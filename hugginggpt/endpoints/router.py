@@ -11,6 +11,8 @@ from ..modes import backends_of
 from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal
 from .observed import ran_on
 
+TOOL_BACKENDS = ("space", "mcp")  # a catalog tool runs where it is, whatever the mode
+
 
 class RoutedEndpoint(Endpoint):
     """Tries the backends the policy allows, in order: the first that can run the model and
@@ -23,23 +25,27 @@ class RoutedEndpoint(Endpoint):
         self.backends: list[Endpoint] = [available[b] for b in backends_of(policy) if b in available]
         if not self.backends:
             raise ValueError(f"policy {policy!r} was given no backend to use")
+        self.tools: list[Endpoint] = [available[b] for b in TOOL_BACKENDS if b in available]
         self.policy = policy
         self.name = policy
 
     def describe(self) -> str:
         return f"{self.policy}: " + ", then ".join(b.describe() for b in self.backends)
 
+    def _for(self, model: ModelCard) -> list[Endpoint]:
+        return self.tools if model.tool is not None else self.backends
+
     def can_run(self, model: ModelCard) -> bool:
-        return any(b.can_run(model) for b in self.backends)
+        return any(b.can_run(model) for b in self._for(model))
 
     def warm(self, task: str, model: ModelCard) -> bool:
         """The backend the call would try first warms it."""
-        first = next((b for b in self.backends if b.can_run(model)), None)
+        first = next((b for b in self._for(model) if b.can_run(model)), None)
         return first is not None and first.warm(task, model)
 
     def footprint(self, model: ModelCard) -> Footprint:
         """The footprint where the model would run: the first backend that can run it."""
-        backend = next((b for b in self.backends if b.can_run(model)), self.backends[0])
+        backend = next((b for b in self._for(model) if b.can_run(model)), self.backends[0])
         return backend.footprint(model)
 
     def run(
@@ -52,7 +58,7 @@ class RoutedEndpoint(Endpoint):
         stop: StopSignal | None = None,
     ) -> list[Artifact]:
         errors: list[tuple[str, Exception]] = []
-        for backend in self.backends:
+        for backend in self._for(model):
             if not backend.can_run(model):
                 errors.append((backend.name, ModelUnavailable(f"cannot run {model.id}")))
                 continue
