@@ -42,21 +42,37 @@ def call(
     timeout: float,
     stop: StopSignal | None = None,
     what: str = "call",
+    failed: Callable[[], str | None] = lambda: None,
 ) -> T:
     """Run `make()` in the loop and wait for it; cancelled (and Stopped / TimedOut raised) when
-    `stop` is set or `timeout` seconds pass."""
+    `stop` is set or `timeout` seconds pass; also when `failed()` says why (EndpointError), for a
+    failure the coroutine itself cannot see (a transport that gave up on a reply over budget).
+    The coroutine's own EndpointError is raised as it is, also from inside an exception group."""
     future = asyncio.run_coroutine_threadsafe(make(), loop())
     deadline = time.monotonic() + timeout
     while True:
         try:
             return future.result(timeout=POLL_S)
+        except BaseExceptionGroup as group:
+            raise _innermost(group) from None
         except concurrent.futures.TimeoutError:
+            reason = failed()
+            if reason:
+                _cancel(future)
+                raise EndpointError(f"{what} {reason}") from None
             if stop is not None and stop.is_set():
                 _cancel(future)
                 raise Stopped(f"{what}: stopped") from None
             if time.monotonic() >= deadline:
                 _cancel(future)
                 raise TimedOut(f"{what}: no answer within {timeout:g} s") from None
+
+
+def _innermost(error: BaseException) -> BaseException:
+    """anyio's task groups wrap what failed inside them: the first failure, unwrapped."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
 
 
 def _cancel(future: concurrent.futures.Future[Any]) -> None:

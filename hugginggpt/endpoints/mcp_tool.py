@@ -30,6 +30,7 @@ from .tool_io import MAX_OUTPUT_BYTES, Outputs, inline_file, tool_arguments
 from .transport import is_hf_origin
 
 MAX_REPLY_CHARS = 300  # of a tool's error text, in the task's error
+SEND_CANCEL_S = 0.3  # how long a cancelled call waits for its cancellation notice to go out
 
 
 class ToolChanged(EndpointError):
@@ -54,7 +55,7 @@ class _Budget:
     """Bytes an HTTP session may still receive; over it, the call fails (a server streaming forever)."""
 
     def __init__(self, limit: int) -> None:
-        self.limit, self.left, self.over = limit, limit, False
+        self.limit, self.left, self.reason = limit, limit, ""
 
 
 def _budget_transport(budget: _Budget) -> Any:
@@ -68,7 +69,7 @@ def _budget_transport(budget: _Budget) -> Any:
             async for chunk in self.inner:
                 budget.left -= len(chunk)
                 if budget.left < 0:
-                    budget.over = True
+                    budget.reason = f"sent more than {budget.limit // 1_000_000} MB"
                     raise httpx.ReadError(f"more than {budget.limit // 1_000_000} MB")
                 yield chunk
 
@@ -161,13 +162,13 @@ class McpToolEndpoint(Endpoint):
 
         what = f"the MCP tool {ref.name} of {ref.server}"
         try:
-            result = mcp_loop.call(calling, timeout=self.timeout, stop=stop, what=what)
+            result = mcp_loop.call(
+                calling, timeout=self.timeout, stop=stop, what=what, failed=lambda: budget.reason
+            )
         except EndpointError:
             raise
         except Exception as e:  # the transport's and the session's own failures, told plainly
-            if budget.over:
-                raise EndpointError(f"{what} sent more than {MAX_OUTPUT_BYTES // 1_000_000} MB") from None
-            raise EndpointError(f"{what} failed: {_reason(e)}") from None
+            raise EndpointError(f"{what} failed: {budget.reason or _reason(e)}") from None
         outputs = Outputs(ref, out_dir)
         collect(result, outputs, what)
         return outputs.artifacts
@@ -198,12 +199,11 @@ async def _send_cancel(session: Any, request_id: int) -> None:
     )
     with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
         await session.send_notification(types.ClientNotification(notice))
+        # The transport posts it from its own task, which closing the session cancels: give it time.
+        await anyio.sleep(SEND_CANCEL_S)
 
 
 def _reason(error: BaseException) -> str:
-    """The innermost plain reason of a failure (anyio wraps transport errors in exception groups)."""
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
     text = str(error) or type(error).__name__
     return text[:MAX_REPLY_CHARS]
 

@@ -81,7 +81,7 @@ def build(state: Path | None = None) -> Any:
 
 
 class HttpServer:
-    """The server over streamable HTTP on 127.0.0.1, recording the headers of every request."""
+    """The server over streamable HTTP on 127.0.0.1, recording the headers and bodies of every request."""
 
     def __init__(self, state: Path | None = None) -> None:
         import socket
@@ -89,13 +89,23 @@ class HttpServer:
         import uvicorn
 
         self.headers: list[dict[str, str]] = []
+        self.bodies: list[bytes] = []
         app = build(state).streamable_http_app()
         recorded = self.headers
+
+        bodies = self.bodies
 
         async def recording(scope: Any, receive: Any, send: Any) -> None:
             if scope["type"] == "http":
                 recorded.append({k.decode(): v.decode() for k, v in scope["headers"]})
-            await app(scope, receive, send)
+
+            async def receiving() -> Any:
+                message = await receive()
+                if message["type"] == "http.request":
+                    bodies.append(message.get("body", b""))
+                return message
+
+            await app(scope, receiving, send)
 
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))

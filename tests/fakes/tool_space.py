@@ -1,8 +1,9 @@
 """A small Gradio app that stands in for a Space (and, with mcp_server=True, an MCP server), plus
 hostile variants, for the expert tests. Launched on 127.0.0.1 in the test process."""
 
-from __future__ import annotations
+# (no `from __future__ import annotations`: Gradio reads `request: gr.Request` at definition time)
 
+import json
 import time
 import wave
 from pathlib import Path
@@ -64,7 +65,6 @@ def build(extra: bool = False):  # noqa: ANN201 (gradio is imported lazily: test
     import gradio as gr
 
     with gr.Blocks() as demo:
-        gr.api(lambda: None, api_name="unused") if False else None
         img_in, img_out = gr.Image(type="pil"), gr.Image(type="pil")
         gr.Button("invert").click(invert, img_in, img_out, api_name="invert")
         text, secs, audio = gr.Textbox(), gr.Number(value=0.5), gr.Audio(type="filepath")
@@ -74,4 +74,16 @@ def build(extra: bool = False):  # noqa: ANN201 (gradio is imported lazily: test
         if extra:
             s_in, s_out = gr.Textbox(), gr.Textbox()
             gr.Button("slow").click(slow, s_in, s_out, api_name="slow")
+
+            def headers(text: str, request: gr.Request) -> str:
+                """Say which headers the call came with."""
+                return json.dumps(dict(request.headers))
+
+            def quota(text: str) -> str:
+                """Refuse as a ZeroGPU Space does when the visitor's quota is spent."""
+                raise gr.Error("You have exceeded your GPU quota (60s requested vs. 0s left).")
+
+            for fn in (headers, quota):
+                box_in, box_out = gr.Textbox(), gr.Textbox()
+                gr.Button(fn.__name__).click(fn, box_in, box_out, api_name=fn.__name__)
     return demo
