@@ -52,16 +52,16 @@ def test_add_mcp_over_stdio_makes_a_task_type_named_after_the_tool(mcp_state, tm
     out = tmp_path / "tools.jsonl"
     assert main(["add-mcp", stdio_command(mcp_state), "--tool", "word_count", "--out", str(out)]) == 0
     (entry,) = entries(out).values()
-    assert entry["id"] == "mcp:tool_mcp/word_count" and entry["task"] == "word_count"
+    assert entry["id"] == "mcp:tool_mcp/word_count" and entry["task"] == "word-count"
     assert entry["tool"]["command"][-1] == str(mcp_state)
     load_catalog([out])
-    spec = tasks.get("word_count")
+    spec = tasks.get("word-count")
     assert [(a.name, a.required) for a in spec.args] == [("text", True), ("min_length", False)]
     # a second server's tool of the same name gets the server's name in front
     again = tmp_path / "other.jsonl"
     out.rename(again)
     assert main(["add-mcp", stdio_command(mcp_state), "--tool", "word_count", "--out", str(again)]) == 0
-    assert entries(again)["mcp:tool_mcp/word_count"]["task"] == "word_count"  # the same entry, replaced
+    assert entries(again)["mcp:tool_mcp/word_count"]["task"] == "word-count"  # the same entry, replaced
 
 
 def test_headers_are_written_as_variables_never_as_secrets(mcp_http, tmp_path, monkeypatch, capsys):

@@ -34,7 +34,8 @@ def server_name(target: str) -> str:
 
 
 def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9_]+", "-", text.lower()).strip("-") or "tool"
+    """A task type name as plans spell them (plan.py turns "_" and spaces into "-")."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "tool"
 
 
 def entry(ref: ToolRef, *, own_task: bool, taken: set[str], license: str | None) -> dict[str, Any]:
@@ -154,7 +155,7 @@ def mcp_refs(target: str, tools: list[str], header_pairs: list[str], hf_token: s
                 description=tool.description or "",
                 inputs=json.dumps(tool.inputSchema),
                 output_schema=json.dumps(tool.outputSchema, sort_keys=True),
-                outputs=tuple(gradio.get(name) or (["data"] if tool.outputSchema else ["text"])),
+                outputs=tuple(gradio.get(name) or (["text", "data"] if tool.outputSchema else ["text"])),
                 media=tuple(media.items()),
                 encoding="base64" if base64 else "data-url",
                 hash=fingerprint(name, tool.description or "", tool.inputSchema, tool.outputSchema),

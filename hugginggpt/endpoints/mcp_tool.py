@@ -235,7 +235,7 @@ def collect(result: Any, outputs: Outputs, what: str) -> None:
         elif item.type == "resource_link":
             kind = (item.mimeType or "").split("/")[0]
             outputs.link(str(item.uri), kind if kind in ("image", "audio", "video") else None)
-    if result.structuredContent is not None and not outputs.artifacts:
+    if result.structuredContent is not None:  # beside its text form (which MCP asks tools to send too)
         outputs.data(result.structuredContent)
     if not outputs.artifacts:
         raise EndpointError(f"{what} returned nothing")
