@@ -1,6 +1,7 @@
 """`add-space` / `add-mcp` against real servers: what they write, and how the catalog reads it."""
 
 import json
+from dataclasses import replace
 
 import pytest
 from experts_support import stdio_command
@@ -93,3 +94,77 @@ def test_a_tool_entry_that_is_not_one_is_refused_with_its_line(tmp_path, bad):
     path.write_text(json.dumps({"id": "mcp:x/x", "task": "x-tool", "tool": bad}) + "\n")
     catalog = load_catalog([path])
     assert len(catalog.problems) == 1 and catalog.problems[0].startswith(f"{path}:1: `tool")
+
+
+def tool_card(tmp_path, **changes):
+    from hugginggpt.catalog.tools import fingerprint
+
+    raw = {"name": "draw", "description": "draws", "inputs": {"type": "object", "properties": {}}}
+    tool = {"kind": "mcp", "server": "s", "url": "http://127.0.0.1:9/mcp", **raw, **changes}
+    tool["hash"] = fingerprint(tool["name"], tool["description"], tool["inputs"], None)
+    path = tmp_path / f"{tool['description']}.jsonl"
+    path.write_text(json.dumps({"id": "mcp:s/draw", "task": "text-to-image", "tool": tool}) + "\n")
+    (card,) = load_catalog([path], shipped=None)
+    return card
+
+
+def test_the_result_cache_keys_on_the_tools_hash(tmp_path):
+    from hugginggpt.cache import ResultCache
+
+    cache = ResultCache(tmp_path / "cache", 10**6)
+
+    def key(card):
+        return cache.key(scope="s", endpoint="mcp", task="text-to-image", model=card, inputs={"text": "a"})
+
+    first, same, changed = tool_card(tmp_path), tool_card(tmp_path), tool_card(tmp_path, description="paints")
+    assert key(first) == key(same) != key(changed)
+
+
+def test_a_tool_of_unknown_licence_is_left_out_under_licenses(tmp_path):
+    from hugginggpt.endpoints.base import Footprint
+    from hugginggpt.limits import Limits, why_not
+
+    limits = Limits(licenses=frozenset({"mit"}))
+    card = tool_card(tmp_path)
+    assert why_not(limits, card, Footprint("hosted")).why == "its licence is not known"
+    assert why_not(limits, replace(card, license="mit"), Footprint("hosted")) is None
+
+
+def test_a_plan_file_names_a_tool_by_its_entry_id(tmp_path):
+    from hugginggpt.planfile import given_plan
+
+    card = tool_card(tmp_path)
+    catalog = load_catalog([next(tmp_path.glob("*.jsonl"))], shipped=None)
+    raw = {
+        "plan": [{"task": "text-to-image", "id": 0, "dep": [-1], "args": {"text": "a cat"}}],
+        "choices": {"0": {"model": "mcp:s/draw"}},
+    }
+    assert given_plan(raw, catalog).choices[0].model == card
+
+
+def test_tool_progress_reads_as_its_own_steps():
+    from hugginggpt.task_progress import ProgressEvents, words
+
+    posted = []
+    ProgressEvents(1, "hang", "mcp:s/hang", posted.append)("run", 3, 10)
+    assert words(posted[0]) == "running: 3 of 10"
+
+
+def test_the_app_forwards_the_visitors_ip_token_to_space_tools():
+    import contextvars
+    from types import SimpleNamespace
+
+    from gradio.context import LocalContext
+
+    from hugginggpt.config import Settings
+    from webui.backends import Backends
+
+    def visitor_context(headers):
+        LocalContext.request.set(SimpleNamespace(headers=headers))
+        return contextvars.copy_context()
+
+    backends = Backends(Settings())
+    routed = backends.endpoint_for("local", contextvars.Context().run(visitor_context, {"x-ip-token": "t-1"}))
+    assert [getattr(t, "ip_token", None) for t in routed.tools] == ["t-1", None]
+    plain = backends.endpoint_for("local", contextvars.Context().run(visitor_context, {}))
+    assert [getattr(t, "ip_token", None) for t in plain.tools] == [None, None]
