@@ -59,6 +59,7 @@ SLOW_MODULES = {
     "test_cli_plan",
     "test_experts",
     "test_experts_catalog",
+    "test_browser_experts",
     "test_mcp",
     "test_openai_api",
     "test_replay",
