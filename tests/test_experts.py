@@ -273,3 +273,31 @@ def test_a_plan_mixing_a_local_model_a_space_and_an_mcp_tool_runs_with_the_image
     assert finished[1].model == "tiny/vit" and ArtifactKind.DATA in [a.kind for a in finished[1].outputs]
     assert finished[2].outputs[0].value == "1"
     assert "Task 0 (text-to-image) with space:" in record and "Task 2 (word-count) with mcp:" in record
+
+
+def test_a_server_that_answers_5xx_fails_the_task_with_its_status(tmp_path):
+    import http.server
+
+    from hugginggpt.catalog import ModelCard
+    from hugginggpt.catalog.tools import ToolRef
+
+    class Unavailable(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.send_response(503)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        do_GET = do_DELETE = do_POST
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Unavailable)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    try:
+        ref = ToolRef("mcp", "x", "down", url=f"http://127.0.0.1:{server.server_port}/mcp", hash="sha256:x")
+        card = ModelCard(id="mcp:down/x", task="text-to-image", tool=ref)
+        with pytest.raises(EndpointError, match="the MCP tool x of down failed: Server error '503"):
+            McpToolEndpoint(timeout=30).run("text-to-image", card, {"text": "a"}, tmp_path / "o")
+    finally:
+        server.shutdown()
