@@ -301,3 +301,43 @@ def test_a_server_that_answers_5xx_fails_the_task_with_its_status(tmp_path):
             McpToolEndpoint(timeout=30).run("text-to-image", card, {"text": "a"}, tmp_path / "o")
     finally:
         server.shutdown()
+
+
+def test_a_hanging_tool_fails_its_attempt_and_the_next_candidate_answers(space_url, mcp_http, tmp_path):
+    """Through the pipeline: the picked tool hangs, is cancelled at its limit, and the Space draws."""
+    from fakes.llm_server import FakeLLMServer
+
+    from hugginggpt.config import Settings
+    from hugginggpt.endpoints import RoutedEndpoint, build_backends
+    from hugginggpt.events import Done, TaskFailed, TaskFinished
+    from hugginggpt.llm import OpenAICompatibleLLM
+    from hugginggpt.pipeline import Pipeline
+    from hugginggpt.workspace import Workspace
+
+    out = tmp_path / "tools.jsonl"
+    assert main(["add-space", space_url, "--api", "sketch", "--out", str(out)]) == 0
+    assert main(["add-mcp", mcp_http.url, "--tool", "hang", "--out", str(out)]) == 0
+    entries = [json.loads(line) for line in out.read_text().splitlines()]
+    hang = entries[1]  # offered as a painter: text in, and (as the operator says) an image out
+    hang |= {"task": "text-to-image", "downloads": 10}
+    hang["tool"] |= {"outputs": ["image"], "args": {"text": "text"}}
+    out.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    catalog = load_catalog([out], shipped=None)
+    plan = {"tasks": [{"task": "text-to-image", "id": 0, "dep": [-1], "args": {"text": "a cat"}}]}
+    with FakeLLMServer() as server:
+        server.script("plan", json.dumps(plan))
+        server.script("select", json.dumps({"0": {"id": hang["id"], "reason": "more downloads"}}))
+        server.script("respond", "Here is a cat.")
+        llm = OpenAICompatibleLLM(
+            base_url=server.url, model="fake", api_key="sk-x", timeout=10, max_retries=0
+        )
+        backends = build_backends() | {"mcp": McpToolEndpoint(timeout=3)}
+        pipeline = Pipeline(
+            llm=llm, catalog=catalog, endpoint=RoutedEndpoint("local", backends), settings=Settings()
+        )
+        events = list(pipeline.run("draw a cat", workspace=Workspace(tmp_path / "c")))
+    (failed,) = [e for e in events if isinstance(e, TaskFailed)]
+    assert failed.model == hang["id"] and "no answer within 3 s" in failed.error and not failed.final
+    (finished,) = [e for e in events if isinstance(e, TaskFinished)]
+    assert finished.model.endswith("/sketch") and finished.outputs[0].kind is ArtifactKind.IMAGE
+    assert isinstance(events[-1], Done) and events[-1].error is None
