@@ -166,13 +166,17 @@ def mcp_refs(target: str, tools: list[str], header_pairs: list[str], hf_token: s
 
 def _media_kind(prop: Any) -> str | None:
     """image | audio | video for a parameter that takes a file, as its schema says (a Gradio File
-    Input's format, a contentMediaType, base64 content); None for any other."""
+    Input's format, a contentMediaType, base64 content, a description asking for a data URL or
+    base64); None for any other."""
     if not isinstance(prop, dict):
         return None
+    said = str(prop.get("description", "")).lower()
     is_file = (
         "file" in str(prop.get("format", "")).lower()
         or "contentMediaType" in prop
         or prop.get("contentEncoding") == "base64"
+        or "data url" in said
+        or "base64" in said
     )
     words = " ".join(
         str(prop.get(k, "")) for k in ("title", "description", "contentMediaType", "format")
