@@ -168,3 +168,12 @@ def test_the_app_forwards_the_visitors_ip_token_to_space_tools():
     assert [getattr(t, "ip_token", None) for t in routed.tools] == ["t-1", None]
     plain = backends.endpoint_for("local", contextvars.Context().run(visitor_context, {}))
     assert [getattr(t, "ip_token", None) for t in plain.tools] == [None, None]
+
+
+def test_a_tools_own_task_type_must_be_spelt_as_plans_spell_them(tmp_path):
+    card = tool_card(tmp_path)
+    raw = {"id": "mcp:s/draw", "task": "Word_Count", "tool": card.tool.to_json()}
+    path = tmp_path / "hand.jsonl"
+    path.write_text(json.dumps(raw) + "\n")
+    (problem,) = load_catalog([path], shipped=None).problems
+    assert problem.endswith("lowercase words joined by '-', got 'Word_Count'")

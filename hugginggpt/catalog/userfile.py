@@ -8,6 +8,7 @@ at their own server with two lines. `path:` (a local folder, relative to the fil
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -139,8 +140,12 @@ def check(item: Any, *, base: Path) -> tuple[dict[str, Any], list[str], list[str
         if not isinstance(item.get(name), str) or not item[name].strip():
             errors.append(f"`{name}` is required and must be a non-empty string")
     tool = item.get("tool") is not None  # a tool may be a task type of its own (catalog/tools.py)
-    if isinstance(item.get("task"), str) and item["task"] and item["task"] not in TASKS and not tool:
-        errors.append(f"unknown task {item['task']!r}")
+    task = item.get("task")
+    if isinstance(task, str) and task and task not in TASKS and not tool:
+        errors.append(f"unknown task {task!r}")
+    elif isinstance(task, str) and task not in TASKS and not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", task):
+        # plans spell task names so (plan.py): another spelling would be a type no plan can name
+        errors.append(f"a tool's own task type is lowercase words joined by '-', got {task!r}")
     for name, value in item.items():
         if name not in FIELDS or value is None:
             continue
