@@ -84,6 +84,8 @@ class ResultCache:
 
     def model_version(self, model: ModelCard) -> str:
         """What changes when the model's weights do: a folder's content hash, a hub revision."""
+        if model.tool is not None:  # what the tool claims to be, pinned when it was added
+            return f"tool:{model.tool.hash}"
         if model.endpoint_url:
             return f"url:{model.endpoint_url}"
         folder = Path(model.source).expanduser()

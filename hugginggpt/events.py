@@ -115,6 +115,7 @@ class TaskStarted:
 class Phase(StrEnum):
     DOWNLOAD = "download"  # the model's files come from the Hub
     LOAD = "load"  # its weights are being loaded
+    RUN = "run"  # a tool reports its progress (MCP progress notifications): steps, not bytes
 
 
 @dataclass(frozen=True)

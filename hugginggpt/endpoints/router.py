@@ -13,6 +13,8 @@ from ..modes import backends_of
 from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal
 from .observed import ran_on
 
+TOOL_BACKENDS = ("space", "mcp")  # a catalog tool runs where it is, whatever the mode
+
 
 class RoutedEndpoint(Endpoint):
     """Tries the backends the policy allows, in order: the first that can run the model and
@@ -25,18 +27,22 @@ class RoutedEndpoint(Endpoint):
         self.backends: list[Endpoint] = [available[b] for b in backends_of(policy) if b in available]
         if not self.backends:
             raise ValueError(f"policy {policy!r} was given no backend to use")
+        self.tools: list[Endpoint] = [available[b] for b in TOOL_BACKENDS if b in available]
         self.policy = policy
         self.name = policy
 
     def describe(self) -> str:
         return f"{self.policy}: " + ", then ".join(b.describe() for b in self.backends)
 
+    def _for(self, model: ModelCard) -> list[Endpoint]:
+        return self.tools if model.tool is not None else self.backends
+
     def can_run(self, model: ModelCard) -> bool:
-        return any(b.can_run(model) for b in self.backends)
+        return any(b.can_run(model) for b in self._for(model))
 
     def warm(self, task: str, model: ModelCard) -> bool:
         """The backend the call would try first warms it."""
-        first = next((b for b in self.backends if b.can_run(model)), None)
+        first = next((b for b in self._for(model) if b.can_run(model)), None)
         return first is not None and first.warm(task, model)
 
     def footprint(self, model: ModelCard) -> Footprint:
@@ -44,7 +50,7 @@ class RoutedEndpoint(Endpoint):
         before the run (hugginggpt.limits) holds on every route the task can take: a model that
         would break one on a fallback is not offered. Where: the first backend that would run it on
         this machine (size limits apply there), else the first that can run it."""
-        able = [b for b in self.backends if b.can_run(model)] or self.backends[:1]
+        able = [b for b in self._for(model) if b.can_run(model)] or self.backends[:1]
         prints = [b.footprint(model) for b in able]
         first = next((p for p in prints if p.where.startswith("local")), prints[0])
         return replace(
@@ -64,7 +70,7 @@ class RoutedEndpoint(Endpoint):
         stop: StopSignal | None = None,
     ) -> list[Artifact]:
         errors: list[tuple[str, Exception]] = []
-        for backend in self.backends:
+        for backend in self._for(model):
             if not backend.can_run(model):
                 errors.append((backend.name, ModelUnavailable(f"cannot run {model.id}")))
                 continue
