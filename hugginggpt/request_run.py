@@ -39,7 +39,7 @@ from .events import (
     StageStarted,
     Usage,
 )
-from .execute import ExecutionSettings, RunContext, execute_steps
+from .execute import ExecutionSettings, RunContext
 from .limits import LimitRefused, Limits, Screen
 from .llm import LLM, LLMError, Message
 from .plan import FileRules, Plan, PlanLimits
@@ -49,6 +49,7 @@ from .respond import respond_steps
 from .seeds import with_seeds
 from .selection import Choice, select_steps
 from .streaming_run import StreamingRun
+from .task_graph import execute_steps
 from .trace import build_trace, write_trace
 from .usage import Prices
 from .workspace import Workspace
@@ -343,7 +344,6 @@ class RequestRun:
         self._checkpoint()
 
     def _execute_stage(self, plan: Plan, choices: dict[int, Choice]) -> Generator[Event, None, None]:
-        yield StageStarted(Stage.EXECUTE)
         with self._timed(Stage.EXECUTE):
             self.records = yield from execute_steps(plan, choices, self._run_context())
         self.p.estimator.learn(choices, self.records)

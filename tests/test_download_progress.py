@@ -24,9 +24,10 @@ from hugginggpt.catalog import ModelCard
 from hugginggpt.endpoints import LocalEndpoint
 from hugginggpt.endpoints.base import progress_report
 from hugginggpt.events import Phase, TaskFinished, TaskProgress
-from hugginggpt.execute import ExecutionSettings, RunContext, execute_steps
+from hugginggpt.execute import ExecutionSettings, RunContext
 from hugginggpt.plan import parse_plan
 from hugginggpt.selection import Choice
+from hugginggpt.task_graph import execute_steps
 from hugginggpt.task_progress import ProgressEvents
 from hugginggpt.workspace import Workspace
 

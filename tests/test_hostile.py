@@ -14,13 +14,14 @@ from hugginggpt.catalog import Catalog
 from hugginggpt.cli import result_json
 from hugginggpt.config import Settings
 from hugginggpt.events import Done, ErrorKind, Outcome, TaskSkipped
-from hugginggpt.execute import RunContext, execute_steps
+from hugginggpt.execute import RunContext
 from hugginggpt.llm import LLMError, LLMLimits, OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.plan import Plan, Task
 from hugginggpt.records import TaskStatus
 from hugginggpt.respond import missing_files
 from hugginggpt.selection import Choice
+from hugginggpt.task_graph import execute_steps
 from hugginggpt.workspace import Workspace
 
 CATALOG = Catalog(cards(("tts", "text-to-speech", 10), ("sum", "summarization", 10)))
