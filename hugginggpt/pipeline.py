@@ -96,7 +96,13 @@ class Pipeline:
         `answer=False` stops before the answer (outcome EXECUTED); `plan_only` stops after selection;
         `use_cache=False` runs every task (replay); `header` adds fields to the trace."""
         mode = RunMode(
-            plan, dict(choices or {}), dict(seeds or {}), plan_only, answer, use_cache, dict(header or {})
+            plan=plan,
+            choices=dict(choices or {}),
+            seeds=dict(seeds or {}),
+            stop_after_select=plan_only,
+            answer=answer,
+            use_cache=use_cache,
+            header=dict(header or {}),
         )
         yield from self._start(request, workspace, files, history, cancelled, mode)
 

@@ -37,7 +37,6 @@ from .events import (
     PlanReady,
     Stage,
     StageStarted,
-    Usage,
 )
 from .execute import ExecutionSettings, RunContext
 from .limits import LimitRefused, Limits, Screen
@@ -51,7 +50,7 @@ from .selection import Choice, select_steps
 from .streaming_run import StreamingRun
 from .task_graph import execute_steps
 from .trace import build_trace, write_trace
-from .usage import Prices
+from .usage import Prices, Usage
 from .workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -71,7 +70,7 @@ class RunParts(Protocol):
     def check_plan(self, plan: Plan, workspace: Workspace) -> list[str]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunMode:
     """What a run does besides the usual: a given plan, given choices, where it stops."""
 
@@ -193,26 +192,28 @@ class RequestRun:
             "error_kind": kind and str(kind),
             "estimates": estimates,
         }
-        trace = self._save_trace(end)
-        trace_file = self.trace_path if self.trace_saved else None
-        choices = self.choices or {}
+        usage = self._usage()
+        trace = self._save_trace(end, usage)
         yield Done(
             outcome,
-            answer,
-            error,
-            kind,
-            tuple(self.records),
-            trace,
-            trace_file,
-            self.incomplete,
-            self.plan,
-            choices,
-            self.request_id,
-            self.request,
-            Usage.of(trace["usage"]),
-            dict(self.timings),
-            tuple(estimates),
+            answer=answer,
+            error=error,
+            error_kind=kind,
+            records=tuple(self.records),
+            trace=trace,
+            trace_file=self.trace_path if self.trace_saved else None,
+            incomplete=self.incomplete,
+            plan=self.plan,
+            choices=self.choices or {},
+            request_id=self.request_id,
+            request=self.request,
+            usage=usage,
+            timings=dict(self.timings),
+            estimates=tuple(estimates),
         )
+
+    def _usage(self) -> Usage:
+        return Usage.summed(self.llm.calls, Prices(self.s.llm_input_price, self.s.llm_output_price))
 
     def _time_up(self) -> None:
         self.over_time.set()
@@ -413,7 +414,7 @@ class RequestRun:
         finally:
             self.timings[str(stage)] = time.perf_counter() - t0
 
-    def _save_trace(self, end: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _save_trace(self, end: dict[str, Any] | None = None, usage: Usage | None = None) -> dict[str, Any]:
         trace = build_trace(
             self.header,
             max_field_chars=self.s.max_trace_field_chars,
@@ -426,7 +427,7 @@ class RequestRun:
             timings=self.timings,
             end=end,
             plan_stream=self.plan_stream,
-            prices=Prices(self.s.llm_input_price, self.s.llm_output_price),
+            usage=usage or self._usage(),
         )
         try:
             write_trace(self.trace_path, trace)

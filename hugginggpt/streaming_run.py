@@ -42,6 +42,7 @@ from .planner import PlanOutcome, plan_steps
 from .records import TaskRecord
 from .seeds import with_seeds
 from .selection import Choice, select_steps
+from .steps import drain
 from .task_graph import Node, TaskGraph
 
 log = logging.getLogger(__name__)
@@ -163,14 +164,13 @@ class StreamingRun:
             steps = plan_steps(
                 self.llm, self.request, cancelled=self.cancelled, on_piece=on_piece, **self.plan_options
             )
-            while True:
-                try:
-                    rejected = next(steps)
-                except StopIteration as end:
-                    outcome: PlanOutcome = end.value
-                    break
+
+            def rejected(message: PlanRejected) -> None:
+                nonlocal attempt
                 attempt += 1
-                self.inbox.put(rejected)
+                self.inbox.put(message)
+
+            outcome = drain(steps, rejected)
         except _StreamStopped:
             outcome = PlanOutcome(plan=None)  # stopped: no plan and no error, as plan_steps says
         except BaseException as e:  # the LLM failing (LLMError), or a bug: the loop raises it
@@ -251,14 +251,8 @@ class StreamingRun:
         def call() -> None:
             started = time.perf_counter()
             try:
-                steps = self._select(plan.tasks)
-                events = []
-                while True:
-                    try:
-                        events.append(next(steps))
-                    except StopIteration as end:
-                        choices = end.value
-                        break
+                events: list[ModelSelected] = []
+                choices = drain(self._select(plan.tasks), events.append)
             except BaseException as e:  # a failed call falls back inside select_steps: this is a bug
                 self.inbox.put(_Crashed(e))
                 return

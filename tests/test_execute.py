@@ -6,6 +6,7 @@ import time
 import pytest
 from fakes.endpoints import FakeEndpoint, cards
 
+from hugginggpt import steps
 from hugginggpt.events import PickSource, Stage, StageStarted, TaskFailed, TaskSkipped, TaskStarted
 from hugginggpt.execute import ExecutionSettings, RunContext
 from hugginggpt.plan import parse_plan
@@ -44,11 +45,8 @@ def context(workspace, endpoint, cancelled=None, **settings):
 def drain(stream):
     """Every event of an execution, and its records by task id."""
     events = []
-    while True:
-        try:
-            events.append(next(stream))
-        except StopIteration as end:
-            return events, {r.id: r for r in end.value}
+    records = steps.drain(stream, events.append)
+    return events, {r.id: r for r in records}
 
 
 def run(plan, endpoint, workspace, **settings):

@@ -13,6 +13,7 @@ from hugginggpt.events import TaskFinished, TaskSkipped, TaskStarted
 from hugginggpt.plan import Plan, Task
 from hugginggpt.records import TaskRecord, TaskStatus
 from hugginggpt.selection import Choice
+from hugginggpt.steps import drain
 from hugginggpt.task_graph import TaskGraph, execute_steps
 from hugginggpt.workspace import Workspace
 
@@ -40,12 +41,8 @@ def workspace(tmp_path):
 
 
 def collect(stream):
-    events = []
-    while True:
-        try:
-            events.append(next(stream))
-        except StopIteration as end:
-            return events, end.value
+    events: list = []
+    return events, drain(stream, events.append)
 
 
 def test_a_whole_plan_warms_the_models_of_tasks_that_wait_for_their_inputs(workspace):
