@@ -19,7 +19,8 @@ from .events import Done, ErrorKind, Event, Outcome
 from .llm import LLM, Message
 from .plan import FileRules, Plan, validate_plan
 from .planfile import Edit, GivenPlan, PlanFileError, apply_edits, choices_as_ran
-from .request_run import RequestRun, RunMode
+from .request_run import RequestRun
+from .run_mode import RunMode
 from .selection import Choice
 from .workspace import Workspace
 

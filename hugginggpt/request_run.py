@@ -10,22 +10,16 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from . import urlguard
 from .artifacts import kind_of_file
-from .cache import CachingEndpoint, ResultCache
-from .catalog import Catalog
-from .config import Settings
-from .endpoints import Endpoint
+from .cache import CachingEndpoint
 from .endpoints.observed import ObservedEndpoint
-from .estimate import Estimator, side_by_side
+from .estimate import side_by_side
 from .events import (
     Done,
     ErrorKind,
@@ -38,13 +32,14 @@ from .events import (
     Stage,
     StageStarted,
 )
-from .execute import ExecutionSettings, RunContext
+from .execute import RunContext
 from .limits import LimitRefused, Limits, Screen
-from .llm import LLM, LLMError, Message
+from .llm import LLMError, Message
 from .plan import FileRules, Plan, PlanLimits
 from .planner import FileInfo, PlanOutcome, plan_steps, trim_history
 from .records import TaskRecord
 from .respond import respond_steps
+from .run_mode import RunMode, RunParts, execution_settings
 from .seeds import with_seeds
 from .selection import Choice, select_steps
 from .streaming_run import StreamingRun
@@ -54,33 +49,6 @@ from .usage import Prices, Usage
 from .workspace import Workspace
 
 log = logging.getLogger(__name__)
-
-
-class RunParts(Protocol):
-    """What a run uses of the Pipeline that starts it (which has these): the run never imports it."""
-
-    llm: LLM
-    catalog: Catalog
-    endpoint: Endpoint
-    settings: Settings
-    cache: ResultCache | None
-    cache_scope: str | None
-    estimator: Estimator
-
-    def check_plan(self, plan: Plan, workspace: Workspace) -> list[str]: ...
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunMode:
-    """What a run does besides the usual: a given plan, given choices, where it stops."""
-
-    plan: Plan | None = None  # given: no planning call
-    choices: Mapping[int, Choice] = field(default_factory=dict)  # given: no selection for these tasks
-    seeds: Mapping[int, int] = field(default_factory=dict)
-    stop_after_select: bool = False
-    answer: bool = True
-    use_cache: bool = True
-    header: Mapping[str, Any] = field(default_factory=dict)  # added to the trace
 
 
 class _Failed(Exception):
@@ -361,16 +329,7 @@ class RequestRun:
             endpoint=endpoint,
             workspace=self.workspace,
             run_dir=self.workspace.run_dir(self.request_id),
-            settings=ExecutionSettings(
-                max_workers=self.s.max_workers,
-                task_timeout=self.s.task_timeout,
-                task_attempts=self.s.task_attempts,
-                fetch_url=partial(urlguard.fetch, max_bytes=self.s.url_max_bytes)
-                if self.s.allow_urls
-                else None,
-                max_text_arg_chars=self.s.max_text_arg_chars,
-                max_output_chars=self.s.max_output_chars,
-            ),
+            settings=execution_settings(self.s),
             cancelled=self.cancelled,
         )
 
