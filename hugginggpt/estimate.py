@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import tasks as task_types
 from .catalog import ModelCard
 from .catalog.facts import Facts, hub_facts
 from .catalog.hub import network_errors
@@ -39,7 +40,6 @@ KEEP_RUNS = 20  # past runs kept per model, task and device; their median is the
 LOAD_BYTES_PER_SECOND = 200e6
 DOWNLOAD_BYTES_PER_SECOND = 20e6
 HOSTED_CALL_SECONDS = 3.0
-SLOW_TASKS = {"text-to-image": 30.0, "text-to-video": 120.0, "image-to-image": 30.0, "text-to-speech": 5.0}
 CALL_SECONDS = 1.0  # any other task
 UNREACHABLE_SECONDS = 60.0  # no size look-ups for this long after the Hub could not be reached
 
@@ -146,13 +146,16 @@ def learnt_as(footprint: Footprint) -> str:
 
 def prior_seconds(task: str, footprint: Footprint) -> float:
     """Seconds before any run here: load the weights, maybe download them, then one call."""
+    spec = task_types.get(task)
+    slow = spec.seconds if spec is not None else None
     if not footprint.where.startswith("local"):
-        return HOSTED_CALL_SECONDS + (SLOW_TASKS.get(task, 0.0) / 10)
+        return HOSTED_CALL_SECONDS + ((slow or 0.0) / 10)
+    call = slow if slow is not None else CALL_SECONDS
     if footprint.loaded:
-        return SLOW_TASKS.get(task, CALL_SECONDS)
+        return call
     load = (footprint.memory_bytes or 0) / LOAD_BYTES_PER_SECOND
     download = (footprint.download_bytes or 0) / DOWNLOAD_BYTES_PER_SECOND
-    return load + download + SLOW_TASKS.get(task, CALL_SECONDS)
+    return load + download + call
 
 
 class Estimator:

@@ -21,6 +21,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from hugginggpt import tasks as task_types
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
 from hugginggpt.endpoints import Endpoint, LocalEndpoint, StopSignal, WrappedEndpoint
@@ -34,29 +35,13 @@ log = logging.getLogger(__name__)
 
 MAX_SECONDS = 120  # the longest one call may hold the GPU (ZeroGPU's tier limit; set by the app)
 LOAD_SECONDS_PER_GB = 4  # from disk to the GPU, with margin
-# Seconds to run once loaded, by task; others take BASE_SECONDS.
-RUN_SECONDS = {
-    "text-to-image": 40,
-    "image-to-image": 40,
-    "text-to-video": 110,
-    "text-to-speech": 20,
-    "automatic-speech-recognition": 30,
-    "audio-to-audio": 30,
-    "text-generation": 30,
-    "conversational": 30,
-    "image-to-text": 20,
-    "visual-question-answering": 20,
-    "document-question-answering": 20,
-}
-CONTROLNET_SECONDS = 45  # "<control>-text-to-image" tasks: a ControlNet and a base model
-BASE_SECONDS = 10
 
 
 def gpu_seconds(task: str, model: ModelCard) -> int:
     """How long a call may hold the GPU: loading the weights plus running the task, at most MAX_SECONDS."""
     size_gb = (model.size_bytes or 2 * 10**9) / 10**9
-    run = CONTROLNET_SECONDS if task.endswith("-text-to-image") and task != "text-to-image" else None
-    run = run or RUN_SECONDS.get(task, BASE_SECONDS)
+    spec = task_types.get(task)
+    run = spec.gpu_seconds if spec is not None else task_types.TaskSpec.gpu_seconds
     return int(min(MAX_SECONDS, 5 + size_gb * LOAD_SECONDS_PER_GB + run))
 
 
