@@ -188,10 +188,7 @@ class RequestRun:
         self.cancelled.set()  # everything the run started stops as on Stop
 
     def _stages(self, new_files: list[Path]) -> Generator[Event, None, None]:
-        # Limits are kept for the whole plan before any model runs (limits.Screen): with one set, the
-        # plan is complete before selection, as without streaming.
-        streaming = self.s.stream_execution and not Limits.from_settings(self.s).active
-        if self.mode.plan is None and streaming and not self.mode.stop_after_select:
+        if self.mode.plan is None and self.s.stream_execution and not self.mode.stop_after_select:
             yield from self._streaming_stage(new_files)
             if self.mode.answer:
                 yield from self._respond_stage()
@@ -296,10 +293,12 @@ class RequestRun:
             ctx=self._run_context(),
             settings=self.s,
             plan_options=self._plan_options(new_files),
-            estimated=Screen(Limits.from_settings(self.s), self.p.estimator, self.p.endpoint).estimated,
+            screen=Screen(Limits.from_settings(self.s), self.p.estimator, self.p.endpoint),
         )
         try:
             yield from stream.events()
+        except LimitRefused as e:
+            raise _Failed(ErrorKind.LIMIT, f"No model fits your limits: {e}.") from None
         finally:
             self.planning, self.plan, self.choices = stream.planning, stream.plan, stream.choices
             self.records, self.plan_stream = stream.records, stream.trace()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,11 +30,13 @@ from .events import (
     Estimated,
     Event,
     ModelSelected,
+    PickSource,
     PlanReady,
     PlanRejected,
     TaskPlanned,
 )
 from .execute import RunContext
+from .limits import Screen
 from .llm import LLM
 from .plan import FileRules, Plan, PlanLimits, Task
 from .plan_stream import TaskScanner, read_task
@@ -91,10 +93,14 @@ class StreamingRun:
         ctx: RunContext,
         settings: Settings,
         plan_options: dict[str, Any],
-        estimated: Callable[[Choice], Choice] | None = None,
+        screen: Screen,
     ) -> None:
-        """`estimated`: a chosen model's choice with its estimate (limits.Screen.estimated)."""
-        self.estimated = estimated
+        """`screen`: the user's limits and the models' estimates (limits.Screen). With a limit set,
+        the whole plan's choices are screened at once before any task starts: the graph holds its
+        start until then, while tasks arrive, get their models and are warmed."""
+        self.screen = screen
+        self.whole_plan = screen.limits.active
+        self.runnable = screen.runnable(ctx.endpoint.can_run)
         self.llm = llm
         self.request = request
         self.catalog = catalog
@@ -103,7 +109,7 @@ class StreamingRun:
         self.plan_options = plan_options  # for plan_steps: files, history, rules, limits, ...
         self.rules: FileRules = plan_options["rules"]
         self.cancelled = ctx.cancelled
-        self.graph = TaskGraph(ctx)
+        self.graph = TaskGraph(ctx, hold=self.whole_plan)
         self.inbox = self.graph.inbox  # the planner's and the selection calls' messages go there too
         self.scanner = TaskScanner(plan_options.get("limits") or PlanLimits())
         self.open: set[int] = set()  # serials of tasks with a real choice to make
@@ -146,7 +152,9 @@ class StreamingRun:
                 yield from self._picked(message)
             case _Crashed(error=error):
                 raise error
-        if self.planning is not None and (self.plan is None or self.selecting == 0):
+        if self.planning is not None and (self.plan is None or self.selecting == 0) and not self.graph.closed:
+            if self.plan is not None and self.whole_plan:
+                yield from self._screened(self.plan)
             self.graph.close()
 
     # ---- planning ---------------------------------------------------------------------------
@@ -202,7 +210,7 @@ class StreamingRun:
         for task_id, node in list(self.graph.nodes.items()):
             if task_id not in kept:
                 yield self.graph.drop(node, "the corrected plan does not have this task as it was")
-        self.plan, self.rejected, self.graph.hold = plan, False, False
+        self.plan, self.rejected, self.graph.hold = plan, False, self.whole_plan
         yield PlanReady(plan, outcome.attempts)
         yield from self._choose([self.graph.add(t) for t in plan.tasks if t.id not in self.graph.nodes])
 
@@ -224,9 +232,7 @@ class StreamingRun:
         """Tasks with one candidate (or none) are chosen here, with no LLM call; the others wait
         for a selection call, started now if the budget allows."""
         for node in nodes:
-            offered = self.catalog.candidates(
-                node.task.task, k=self.s.top_k, runnable=self.ctx.endpoint.can_run
-            )
+            offered = self.catalog.candidates(node.task.task, k=self.s.top_k, runnable=self.runnable)
             if len(offered) > 1:
                 self.open.add(node.serial)
                 continue
@@ -266,7 +272,7 @@ class StreamingRun:
             Plan(tasks),
             self.catalog,
             self.request,
-            runnable=self.ctx.endpoint.can_run,
+            runnable=self.runnable,
             k=self.s.top_k,
             candidate_tokens=self.s.candidate_tokens,
         )
@@ -285,11 +291,24 @@ class StreamingRun:
 
     def _set_choice(self, node: Node, choice: Choice) -> Generator[Event, None, None]:
         task = node.task
-        if self.estimated is not None and choice.model is not None:
-            choice = self.estimated(choice)
+        if not self.whole_plan and choice.model is not None:  # else `_screened` gives its estimate
+            choice = self.screen.estimated(choice)
             if choice.model is not None and choice.estimate is not None:
                 yield Estimated(task.id, task.task, choice.model.id, choice.estimate, choice.excluded)
         self.graph.choose(node, with_seeds(Plan([task]), {task.id: choice}, self.s.seed)[task.id])
+
+    def _screened(self, plan: Plan) -> Generator[Event, None, None]:
+        """The whole plan's choices within the limits, with their estimates (LimitRefused when a task
+        has no model left); a pick swapped for a smaller download is shown again."""
+        nodes = self.graph.nodes
+        screened = self.screen.finish(plan, {i: n.choice for i, n in nodes.items() if n.choice is not None})
+        for c in screened.values():
+            if c.model is not None and c.source is PickSource.LIMIT:
+                candidates = [m.id for m in c.candidates]
+                yield ModelSelected(c.task_id, c.task, c.model.id, c.reason, candidates, c.source)
+            if c.model is not None and c.estimate is not None:
+                yield Estimated(c.task_id, c.task, c.model.id, c.estimate, c.excluded)
+            self.graph.choose(nodes[c.task_id], c)
 
     # ---- the trace --------------------------------------------------------------------------
 
