@@ -18,8 +18,7 @@ from typing import Any, Protocol
 
 from . import tasks as task_types
 from .artifacts import Artifact, ArtifactKind
-from .endpoints import Endpoint, EndpointError
-from .endpoints.base import progress_report
+from .endpoints import Call, Endpoint, EndpointError, Result
 from .events import Event, TaskFailed, TaskFinished, TaskStarted
 from .plan import RESOURCE_REF, Task
 from .records import TaskRecord, TaskStatus
@@ -102,11 +101,12 @@ def run_task(
             try:
                 report = ProgressEvents(task.id, task.task, model.id, inbox.put)
                 try:
-                    raw = _call_with_timeout(ctx, task.task, model, inputs, out_dir, report)
+                    result = _call_with_timeout(ctx, task.task, model, inputs, out_dir, report)
                 finally:
                     report.close()
-                cached = getattr(raw, "from_cache", False)  # cache.CachedOutputs
-                outputs = _check_outputs(task.task, raw, ctx.workspace, ctx.settings.max_output_chars)
+                outputs = _check_outputs(
+                    task.task, result.outputs, ctx.workspace, ctx.settings.max_output_chars
+                )
             except EndpointError as e:
                 if ctx.cancelled.is_set():
                     return stop()
@@ -119,7 +119,7 @@ def run_task(
                 continue
             seconds = time.perf_counter() - t0
             record.attempts.append({"model": model.id, "error": None, "seconds": round(seconds, 3)})
-            record.cached = cached
+            record.cached = result.cached
             record.status, record.outputs = TaskStatus.DONE, outputs
             inbox.put(
                 TaskFinished(
@@ -151,7 +151,7 @@ def _call_with_timeout(
     inputs: dict[str, Any],
     out_dir: Path,
     report: ProgressEvents | None = None,
-) -> list[Artifact]:
+) -> Result:
     """Run the endpoint in its own thread so that a hung model costs at most `timeout` seconds.
 
     Python cannot kill a thread: a timed-out call is told to stop (local diffusion and generation end
@@ -163,9 +163,8 @@ def _call_with_timeout(
 
     def call() -> None:
         try:
-            stop = _AnyOf(ctx.cancelled, timed_out)
-            progress_report.set(report)  # in this thread's own context: the endpoint's to call
-            result["outputs"] = ctx.endpoint.run(task, model, inputs, out_dir, stop=stop)
+            call = Call(out_dir=out_dir, stop=_AnyOf(ctx.cancelled, timed_out), progress=report)
+            result["result"] = ctx.endpoint.run(task, model, inputs, call)
         except EndpointError as e:
             result["error"] = e
         except Exception as e:  # any other failure of a model is that model's failure
@@ -181,7 +180,7 @@ def _call_with_timeout(
         raise EndpointError(f"timed out after {timeout:g} s")
     if "error" in result:
         raise result["error"]
-    return result["outputs"]
+    return result["result"]
 
 
 def _check_outputs(

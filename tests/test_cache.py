@@ -16,10 +16,10 @@ from fakes.llm_server import FakeLLMServer
 
 import models_local
 from hugginggpt.artifacts import Artifact
-from hugginggpt.cache import CachedOutputs, CachingEndpoint, ResultCache
+from hugginggpt.cache import CachingEndpoint, ResultCache
 from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.config import Settings
-from hugginggpt.endpoints import LocalEndpoint
+from hugginggpt.endpoints import Call, LocalEndpoint
 from hugginggpt.events import TaskFinished
 from hugginggpt.llm import OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
@@ -154,10 +154,10 @@ def test_caching_endpoint_serves_a_hit_without_calling_the_model(tmp_path):
     ws = Workspace(tmp_path / "conv")
     (tmp_path / "cat.png").write_bytes(b"png")
     photo = ws.add_upload(tmp_path / "cat.png")
-    first = endpoint.run("image-to-text", MODEL, {"image": photo}, ws.run_dir("r1") / "task-0")
-    second = endpoint.run("image-to-text", MODEL, {"image": photo}, ws.run_dir("r2") / "task-0")
-    assert len(inner.calls) == 1 and not isinstance(first, CachedOutputs)
-    assert isinstance(second, CachedOutputs) and second == first
+    first = endpoint.run("image-to-text", MODEL, {"image": photo}, Call(out_dir=ws.run_dir("r1") / "task-0"))
+    second = endpoint.run("image-to-text", MODEL, {"image": photo}, Call(out_dir=ws.run_dir("r2") / "task-0"))
+    assert len(inner.calls) == 1 and (first.answered_by, first.cached) == ("fake", False)
+    assert (second.answered_by, second.cached) == ("cache", True) and second.outputs == first.outputs
 
 
 # ---- whole requests ---------------------------------------------------------------------------

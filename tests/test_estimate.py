@@ -16,7 +16,7 @@ import models_local
 from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.cli import main
 from hugginggpt.config import Settings, load_settings
-from hugginggpt.endpoints import LocalEndpoint
+from hugginggpt.endpoints import Call, LocalEndpoint
 from hugginggpt.estimate import Estimator
 from hugginggpt.events import Done, ErrorKind, Outcome, PickSource
 from hugginggpt.llm import OpenAICompatibleLLM
@@ -99,7 +99,7 @@ def test_calls_that_find_the_model_loaded_are_learnt_apart_from_first_calls(tiny
     first = estimator.estimate(endpoint, model)
     assert first.where == "local:cpu"
     estimator.times.add(model.id, model.task, first.where, 0.5)  # a first call: it loaded the model
-    endpoint.run(model.task, model, {"text": "a good cat"}, tmp_path / "out")
+    endpoint.run(model.task, model, {"text": "a good cat"}, Call(out_dir=tmp_path / "out"))
     warm = estimator.estimate(endpoint, model)
     assert warm.where == "local:cpu loaded" and warm.seconds == 0.5  # bounded by the first calls
     estimator.times.add(model.id, model.task, warm.where, 0.01)

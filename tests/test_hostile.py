@@ -13,6 +13,7 @@ from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import Catalog
 from hugginggpt.cli import result_json
 from hugginggpt.config import Settings
+from hugginggpt.endpoints import Result
 from hugginggpt.events import Done, ErrorKind, Outcome, TaskSkipped
 from hugginggpt.execute import RunContext
 from hugginggpt.llm import LLMError, LLMLimits, OpenAICompatibleLLM
@@ -105,8 +106,8 @@ def test_a_huge_text_argument_is_refused_before_the_model_runs(server, tmp_path)
 
 def test_a_huge_model_output_is_cut_in_the_record_trace_and_json(server, tmp_path):
     class Chatty(FakeEndpoint):
-        def run(self, task, model, inputs, out_dir, *, stop=None):
-            return [Artifact("text", value="blah " * 200_000)]
+        def run(self, task, model, inputs, call):
+            return Result(outputs=[Artifact("text", value="blah " * 200_000)], answered_by=self.name)
 
     plan = '{"tasks": [{"task": "summarization", "id": 0, "dep": [-1], "args": {"text": "x"}}]}'
     server.script("plan", plan).script("respond", "done")

@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from hugginggpt import tasks as task_types
-from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
-from hugginggpt.endpoints import Endpoint, LocalEndpoint, StopSignal, WrappedEndpoint
+from hugginggpt.endpoints import Call, Endpoint, LocalEndpoint, Result, WrappedEndpoint
 
 try:
     import spaces
@@ -45,9 +44,9 @@ def gpu_seconds(task: str, model: ModelCard) -> int:
     return int(min(MAX_SECONDS, 5 + size_gb * LOAD_SECONDS_PER_GB + run))
 
 
-def _on_gpu(endpoint: Endpoint, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> list:
+def _on_gpu(endpoint: Endpoint, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> Result:
     """Runs on the GPU (in ZeroGPU's worker process on a Space)."""
-    return endpoint.run(task, model, inputs, out_dir)
+    return endpoint.run(task, model, inputs, Call(out_dir=out_dir))
 
 
 def _duration(endpoint: Endpoint, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> int:
@@ -87,14 +86,13 @@ class GPUEndpoint(WrappedEndpoint):
         task: str,
         model: ModelCard,
         inputs: dict[str, Any],
-        out_dir: Path,
-        *,
-        stop: StopSignal | None = None,
-    ) -> list[Artifact]:
-        if stop is not None and stop.is_set():
-            return self.inner.run(task, model, inputs, out_dir, stop=stop)  # ends at once, as Stopped
-        _prefetch(model)  # weights on disk before the GPU is held
-        # `stop` stays here: ZeroGPU runs the call in another process, which would not see it set.
+        call: Call,
+    ) -> Result:
+        if call.stop is not None and call.stop.is_set():
+            return self.inner.run(task, model, inputs, call)  # ends at once, as Stopped
+        _prefetch(model, call)  # weights on disk before the GPU is held
+        # The stop and the progress stay here: ZeroGPU runs the call in another process.
+        out_dir = call.out_dir
         if self.context is None:
             return self.runner(self.inner, task, model, inputs, out_dir)
         # A copy per call: one Context cannot be entered by two threads at once. spaces.GPU reads
@@ -102,8 +100,8 @@ class GPUEndpoint(WrappedEndpoint):
         return self.context.copy().run(self.runner, self.inner, task, model, inputs, out_dir)
 
 
-def _prefetch(model: ModelCard) -> None:
+def _prefetch(model: ModelCard, call: Call) -> None:
     try:
-        LocalEndpoint.prefetch(model)
+        LocalEndpoint.prefetch(model, call.progress)
     except Exception as exc:  # noqa: BLE001 (the call itself reports what is wrong, in its words)
         log.info("prefetching %s failed: %s", model.id, exc)
