@@ -152,7 +152,9 @@ class TaskGraph:
             while not self._over():
                 message = self.inbox.get()
                 if isinstance(message, _FromWorker):
-                    yield from self._from_worker(message)
+                    shown = self._from_worker(message)
+                    if shown is not None:
+                        yield shown
                 elif handle is not None:
                     yield from handle(message)
                 yield from self._schedule()
@@ -219,18 +221,18 @@ class TaskGraph:
             contextvars.copy_context().run, run_task, node.task, node.choice, records, ctx, inbox
         )
 
-    def _from_worker(self, message: _FromWorker) -> Generator[Event, None, None]:
+    def _from_worker(self, message: _FromWorker) -> Event | None:
+        """The worker's event to show, if any (a dropped task's work is not shown)."""
         node, inner = self.every[message.serial], message.message
         if isinstance(inner, Finished):
             self.running -= 1
             node.over = self._dirty = True
             node.times.setdefault("finished", self.now())
             self.last_finish = self.now()
-            return
+            return None
         if isinstance(inner, TaskStarted):
             node.times.setdefault("started", self.now())
-        if self.nodes.get(node.task.id) is node:  # a dropped task's work is not shown
-            yield inner
+        return inner if self.nodes.get(node.task.id) is node else None
 
     # ---- after the run ----------------------------------------------------------------------
 
