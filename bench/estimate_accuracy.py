@@ -52,7 +52,7 @@ def main() -> int:
 
     import models_local
     from hugginggpt.catalog import ModelCard
-    from hugginggpt.endpoints import LocalEndpoint
+    from hugginggpt.endpoints import Call, LocalEndpoint
     from hugginggpt.estimate import Estimator
 
     families = set(args.only.split(","))
@@ -87,7 +87,7 @@ def main() -> int:
                 estimate = estimator.estimate(endpoint, card)
                 memory_estimate = memory_estimate or estimate.memory_bytes
                 started = time.perf_counter()
-                endpoint.run(case.task, card, dict(inputs), work / f"out{i}")
+                endpoint.run(case.task, card, dict(inputs), Call(out_dir=work / f"out{i}"))
                 measured = time.perf_counter() - started
                 estimator.times.add(card.id, card.task, estimate.where, measured)
                 errors.append(error(estimate.seconds or 0.0, measured))

@@ -33,7 +33,7 @@ from . import metrics
 from .artifacts import Artifact
 from .catalog import ModelCard
 from .config import CACHE_SCOPES
-from .endpoints import Endpoint, StopSignal, WrappedEndpoint
+from .endpoints import CACHE, Call, Endpoint, Result, WrappedEndpoint
 from .hashing import file_sha256, folder_sha256, folder_signature, value_sha256
 
 try:
@@ -49,12 +49,6 @@ _META = "meta.json"
 
 _thread_locks: dict[Path, threading.Lock] = {}
 _thread_locks_guard = threading.Lock()
-
-
-class CachedOutputs(list):
-    """Outputs served from the cache: the executor marks such a task as cached."""
-
-    from_cache = True
 
 
 class ResultCache:
@@ -264,26 +258,24 @@ class CachingEndpoint(WrappedEndpoint):
         task: str,
         model: ModelCard,
         inputs: dict[str, Any],
-        out_dir: Path,
-        *,
-        stop: StopSignal | None = None,
-    ) -> list[Artifact]:
+        call: Call,
+    ) -> Result:
         try:
             key = self.cache.key(scope=self.scope, endpoint=self.name, task=task, model=model, inputs=inputs)
         except OSError as e:  # an input that cannot be read: the model will say so, uncached
             log.info("not cached, an input cannot be read: %s", e)
             key = None
         if key is not None:
-            hit = self.cache.get(key, out_dir)
+            hit = self.cache.get(key, call.out_dir)
             if hit is not None:
-                return CachedOutputs(hit)
-        outputs = self.inner.run(task, model, inputs, out_dir, stop=stop)
+                return Result(outputs=hit, answered_by=CACHE)
+        result = self.inner.run(task, model, inputs, call)
         if key is not None:
             try:
-                self.cache.put(key, outputs, scope=None if self.scope == "process" else self.scope)
+                self.cache.put(key, result.outputs, scope=None if self.scope == "process" else self.scope)
             except OSError as e:  # a full disk must not fail the task
                 log.warning("result of %s on %s not cached: %s", task, model.id, e)
-        return outputs
+        return result
 
 
 def hub_revision(model_id: str) -> str | None:

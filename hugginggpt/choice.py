@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .catalog import ModelCard
-
-if TYPE_CHECKING:  # estimate.py imports selection, which imports this module
-    from .estimate import Estimate
 
 
 class PickSource(StrEnum):
@@ -72,3 +69,53 @@ class Choice:
             "estimate": self.estimate.to_json() if self.estimate else None,
             "excluded": [e.to_json() for e in self.excluded],
         }
+
+
+@dataclass(frozen=True)
+class Estimate:
+    where: str  # "local:cpu", "local:cpu loaded", "hosted": what its seconds are learnt for
+    download_bytes: int | None
+    memory_bytes: int | None
+    seconds: float | None
+    cost_usd: float | None
+    runs: int = 0  # past runs the seconds come from; 0: the prior
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "download_bytes": self.download_bytes,
+            "memory_bytes": self.memory_bytes,
+            "seconds": None if self.seconds is None else round(self.seconds, 3),
+            "cost_usd": self.cost_usd,
+            "where": self.where,
+            "runs": self.runs,
+        }
+
+    def line(self) -> str:
+        """For people: "download 0 B, memory 12 MB, about 0.4 s (3 runs here), cost n/a"."""
+        seconds = "? s" if self.seconds is None else f"about {self.seconds:.3g} s"
+        learnt = f" ({self.runs} run{'s' * (self.runs != 1)} here)" if self.runs else " (a guess)"
+        cost = "n/a" if self.cost_usd is None else f"${self.cost_usd:.4g}"
+        return (
+            f"download {size_text(self.download_bytes)}, memory {size_text(self.memory_bytes)}, "
+            f"{seconds}{learnt if self.seconds is not None else ''}, cost {cost} ({self.where})"
+        )
+
+    def short(self) -> str:
+        """In a few words, for a plan's list and diagram: "0.4 s / 12 MB in memory / 1 GB to download"."""
+        parts = ["? s" if self.seconds is None else f"{self.seconds:.2g} s"]
+        if self.memory_bytes:
+            parts.append(f"{size_text(self.memory_bytes)} in memory")
+        if self.download_bytes != 0:
+            parts.append(f"{size_text(self.download_bytes)} to download")
+        if self.cost_usd is not None:
+            parts.append(f"{self.cost_usd:.4g} USD")
+        return " / ".join(parts)
+
+
+def size_text(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"

@@ -17,18 +17,20 @@ import statistics
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import tasks as task_types
 from .catalog import ModelCard
 from .catalog.facts import Facts, hub_facts
 from .catalog.hub import network_errors
+from .choice import Estimate
 from .endpoints import Endpoint, Footprint
 from .records import TaskRecord, TaskStatus
 
 if TYPE_CHECKING:
-    from .selection import Choice
+    from .choice import Choice
 
 log = logging.getLogger(__name__)
 
@@ -38,59 +40,8 @@ KEEP_RUNS = 20  # past runs kept per model, task and device; their median is the
 LOAD_BYTES_PER_SECOND = 200e6
 DOWNLOAD_BYTES_PER_SECOND = 20e6
 HOSTED_CALL_SECONDS = 3.0
-SLOW_TASKS = {"text-to-image": 30.0, "text-to-video": 120.0, "image-to-image": 30.0, "text-to-speech": 5.0}
 CALL_SECONDS = 1.0  # any other task
 UNREACHABLE_SECONDS = 60.0  # no size look-ups for this long after the Hub could not be reached
-
-
-@dataclass(frozen=True)
-class Estimate:
-    where: str  # "local:cpu", "local:cpu loaded", "hosted": what its seconds are learnt for
-    download_bytes: int | None
-    memory_bytes: int | None
-    seconds: float | None
-    cost_usd: float | None
-    runs: int = 0  # past runs the seconds come from; 0: the prior
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "download_bytes": self.download_bytes,
-            "memory_bytes": self.memory_bytes,
-            "seconds": None if self.seconds is None else round(self.seconds, 3),
-            "cost_usd": self.cost_usd,
-            "where": self.where,
-            "runs": self.runs,
-        }
-
-    def line(self) -> str:
-        """For people: "download 0 B, memory 12 MB, about 0.4 s (3 runs here), cost n/a"."""
-        seconds = "? s" if self.seconds is None else f"about {self.seconds:.3g} s"
-        learnt = f" ({self.runs} run{'s' * (self.runs != 1)} here)" if self.runs else " (a guess)"
-        cost = "n/a" if self.cost_usd is None else f"${self.cost_usd:.4g}"
-        return (
-            f"download {size_text(self.download_bytes)}, memory {size_text(self.memory_bytes)}, "
-            f"{seconds}{learnt if self.seconds is not None else ''}, cost {cost} ({self.where})"
-        )
-
-    def short(self) -> str:
-        """In a few words, for a plan's list and diagram: "0.4 s / 12 MB in memory / 1 GB to download"."""
-        parts = ["? s" if self.seconds is None else f"{self.seconds:.2g} s"]
-        if self.memory_bytes:
-            parts.append(f"{size_text(self.memory_bytes)} in memory")
-        if self.download_bytes != 0:
-            parts.append(f"{size_text(self.download_bytes)} to download")
-        if self.cost_usd is not None:
-            parts.append(f"{self.cost_usd:.4g} USD")
-        return " / ".join(parts)
-
-
-def size_text(n: int | None) -> str:
-    if n is None:
-        return "?"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n} B"
 
 
 class _JsonFile:
@@ -195,13 +146,16 @@ def learnt_as(footprint: Footprint) -> str:
 
 def prior_seconds(task: str, footprint: Footprint) -> float:
     """Seconds before any run here: load the weights, maybe download them, then one call."""
+    spec = task_types.get(task)
+    slow = spec.seconds if spec is not None else None
     if not footprint.where.startswith("local"):
-        return HOSTED_CALL_SECONDS + (SLOW_TASKS.get(task, 0.0) / 10)
+        return HOSTED_CALL_SECONDS + ((slow or 0.0) / 10)
+    call = slow if slow is not None else CALL_SECONDS
     if footprint.loaded:
-        return SLOW_TASKS.get(task, CALL_SECONDS)
+        return call
     load = (footprint.memory_bytes or 0) / LOAD_BYTES_PER_SECOND
     download = (footprint.download_bytes or 0) / DOWNLOAD_BYTES_PER_SECOND
-    return load + download + SLOW_TASKS.get(task, CALL_SECONDS)
+    return load + download + call
 
 
 class Estimator:

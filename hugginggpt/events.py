@@ -8,18 +8,16 @@ enum (a str subclass, so it serialises as its name).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .artifacts import Artifact
-from .choice import Choice, Excluded, PickSource
+from .choice import Choice, Estimate, Excluded, PickSource
 from .plan import Plan, Task
 from .records import TaskRecord
-
-if TYPE_CHECKING:  # estimate.py imports selection, which imports this module
-    from .estimate import Estimate
+from .usage import Usage
 
 
 class Stage(StrEnum):
@@ -170,45 +168,12 @@ class AnswerDelta:
 
 
 @dataclass(frozen=True)
-class Usage:
-    """The tokens a run's LLM calls took, as the servers reported them, and their cost at the
-    operator's prices (None when none are set); `by_stage` as hugginggpt.usage.summarize gives it."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost: float | None = None
-    by_stage: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    @classmethod
-    def of(cls, summary: Mapping[str, Any]) -> Usage:
-        """From hugginggpt.usage.summarize's dict (the trace's `usage`)."""
-        return cls(
-            int(summary.get("input_tokens") or 0),
-            int(summary.get("output_tokens") or 0),
-            summary.get("cost"),
-            summary.get("by_stage") or {},
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """The shape of the trace's `usage` and of --json's."""
-        return {
-            "input_tokens": self.prompt_tokens,
-            "output_tokens": self.completion_tokens,
-            "total_tokens": self.total_tokens,
-            "cost": self.cost,
-            "by_stage": {k: dict(v) for k, v in self.by_stage.items()},
-        }
-
-
-@dataclass(frozen=True)
 class Done:
-    """The end of a run. `error` (in the user's words) and `error_kind` are set when it failed."""
+    """The end of a run. `error` (in the user's words) and `error_kind` are set when it failed.
+    Every field but the outcome is given by name."""
 
     outcome: Outcome
+    _: KW_ONLY
     answer: str = ""
     error: str | None = None
     error_kind: ErrorKind | None = None

@@ -1,28 +1,26 @@
-"""Stage 3: run the plan's tasks as a DAG on a bounded pool, streaming events as they happen.
+"""Stage 3, one task: its inputs made concrete, its models tried in turn, its outputs checked.
 
-A task starts the moment its last dependency finishes (no polling). Each task tries its chosen
-model, then the next candidates; a task that fails for good skips its dependants, with the reason.
+The task graph (task_graph.py) decides when a task starts and runs `run_task` in a worker of its
+pool; a worker posts its events and, last, Finished. A task that fails for good is the graph's to
+report to its dependants.
 """
 
 from __future__ import annotations
 
 import contextvars
 import json
-import queue
 import threading
 import time
-from collections.abc import Callable, Generator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from . import tasks as task_types
 from .artifacts import Artifact, ArtifactKind
-from .endpoints import Endpoint, EndpointError
-from .endpoints.base import progress_report
-from .events import Event, TaskFailed, TaskFinished, TaskSkipped, TaskStarted
-from .plan import RESOURCE_REF, Plan, Task
+from .endpoints import Call, Endpoint, EndpointError, Result
+from .events import Event, TaskFailed, TaskFinished, TaskStarted
+from .plan import RESOURCE_REF, Task
 from .records import TaskRecord, TaskStatus
 from .selection import Choice
 from .task_progress import ProgressEvents
@@ -61,74 +59,6 @@ class Inbox(Protocol):
     """Where a worker posts its events and, last, Finished: a queue.Queue."""
 
     def put(self, item: Event | Finished) -> None: ...
-
-
-def execute_steps(
-    plan: Plan, choices: dict[int, Choice], ctx: RunContext
-) -> Generator[Event, None, list[TaskRecord]]:
-    """Run every task; yields events as tasks start and end; returns one record per task, in plan order."""
-    by_id = plan.by_id()
-    records = {t.id: TaskRecord(t.id, t.task, dict(t.args)) for t in plan.tasks}
-    waiting_on = {t.id: set(t.dep) for t in plan.tasks}
-    dependants: dict[int, list[int]] = {t.id: [] for t in plan.tasks}
-    for t in plan.tasks:
-        for d in t.dep:
-            dependants[d].append(t.id)
-
-    inbox: queue.Queue[Event | Finished] = queue.Queue()
-    running = 0
-    pool = ThreadPoolExecutor(max_workers=ctx.settings.max_workers, thread_name_prefix="task")
-
-    def start(task_id: int) -> None:
-        nonlocal running
-        running += 1
-        # in the caller's context: a task's span (and its traceparent) joins the request's trace
-        in_context = contextvars.copy_context().run
-        pool.submit(in_context, run_task, by_id[task_id], choices[task_id], records, ctx, inbox)
-
-    finished = False
-    try:
-        for t in plan.tasks:
-            if not waiting_on[t.id]:
-                start(t.id)
-        while running:
-            message = inbox.get()
-            if not isinstance(message, Finished):
-                yield message
-                continue
-            running -= 1
-            done = records[message.task_id]
-            if done.status is TaskStatus.FAILED:
-                yield from _skip_dependants(done, records, dependants)
-            elif done.status is TaskStatus.DONE:
-                for child in dependants[done.id]:
-                    waiting_on[child].discard(done.id)
-                    if not waiting_on[child] and records[child].status is TaskStatus.PENDING:
-                        start(child)
-        finished = True
-    finally:
-        if not finished:
-            ctx.cancelled.set()  # a consumer that stops listening cancels what has not started
-        pool.shutdown(wait=False, cancel_futures=True)
-    for record in records.values():
-        if record.status is TaskStatus.PENDING:  # stopped before it could start
-            record.status = TaskStatus.STOPPED
-    return [records[t.id] for t in plan.tasks]
-
-
-def _skip_dependants(
-    failed: TaskRecord, records: dict[int, TaskRecord], dependants: dict[int, list[int]]
-) -> Generator[Event, None, None]:
-    """Skip everything downstream of a failed task, breadth first (a long chain must not recurse)."""
-    frontier = [(failed.id, f"it needs task {failed.id} ({failed.task}), which failed")]
-    while frontier:
-        parent, reason = frontier.pop(0)
-        for child in dependants[parent]:
-            record = records[child]
-            if record.status is TaskStatus.PENDING:
-                record.status, record.error = TaskStatus.SKIPPED, reason
-                yield TaskSkipped(child, record.task, reason)
-                frontier.append((child, f"it needs task {child}, which was skipped"))
 
 
 def run_task(
@@ -171,11 +101,12 @@ def run_task(
             try:
                 report = ProgressEvents(task.id, task.task, model.id, inbox.put)
                 try:
-                    raw = _call_with_timeout(ctx, task.task, model, inputs, out_dir, report)
+                    result = _call_with_timeout(ctx, task.task, model, inputs, out_dir, report)
                 finally:
                     report.close()
-                cached = getattr(raw, "from_cache", False)  # cache.CachedOutputs
-                outputs = _check_outputs(task.task, raw, ctx.workspace, ctx.settings.max_output_chars)
+                outputs = _check_outputs(
+                    task.task, result.outputs, ctx.workspace, ctx.settings.max_output_chars
+                )
             except EndpointError as e:
                 if ctx.cancelled.is_set():
                     return stop()
@@ -188,7 +119,7 @@ def run_task(
                 continue
             seconds = time.perf_counter() - t0
             record.attempts.append({"model": model.id, "error": None, "seconds": round(seconds, 3)})
-            record.cached = cached
+            record.cached = result.cached
             record.status, record.outputs = TaskStatus.DONE, outputs
             inbox.put(
                 TaskFinished(
@@ -220,7 +151,7 @@ def _call_with_timeout(
     inputs: dict[str, Any],
     out_dir: Path,
     report: ProgressEvents | None = None,
-) -> list[Artifact]:
+) -> Result:
     """Run the endpoint in its own thread so that a hung model costs at most `timeout` seconds.
 
     Python cannot kill a thread: a timed-out call is told to stop (local diffusion and generation end
@@ -232,9 +163,8 @@ def _call_with_timeout(
 
     def call() -> None:
         try:
-            stop = _AnyOf(ctx.cancelled, timed_out)
-            progress_report.set(report)  # in this thread's own context: the endpoint's to call
-            result["outputs"] = ctx.endpoint.run(task, model, inputs, out_dir, stop=stop)
+            call = Call(out_dir=out_dir, stop=_AnyOf(ctx.cancelled, timed_out), progress=report)
+            result["result"] = ctx.endpoint.run(task, model, inputs, call)
         except EndpointError as e:
             result["error"] = e
         except Exception as e:  # any other failure of a model is that model's failure
@@ -250,7 +180,7 @@ def _call_with_timeout(
         raise EndpointError(f"timed out after {timeout:g} s")
     if "error" in result:
         raise result["error"]
-    return result["outputs"]
+    return result["result"]
 
 
 def _check_outputs(

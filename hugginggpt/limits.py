@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from .catalog import ModelCard
-from .choice import Choice, Excluded, PickSource
+from .choice import Choice, Estimate, Excluded, PickSource, size_text
 from .endpoints import Endpoint, Footprint
-from .estimate import Estimate, Estimator, size_text
+from .estimate import Estimator
 
 if TYPE_CHECKING:
     from .config import Settings

@@ -10,13 +10,16 @@ before any connection: an id that is a URL would send the picture, and once the 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .catalog.card import ModelCard
 from .text import shorten
 
-if TYPE_CHECKING:
-    from .catalog import Catalog
+
+class Cards(Protocol):
+    """Where named models are looked up: a catalog.Catalog."""
+
+    def get(self, model_id: str, task: str) -> ModelCard | None: ...
 
 
 class ModelIdRefused(ValueError):
@@ -45,7 +48,7 @@ def check_hub_id(model_id: str) -> None:
         )
 
 
-def named_model(model_id: str, task: str, catalog: Catalog) -> ModelCard:
+def named_model(model_id: str, task: str, catalog: Cards) -> ModelCard:
     """The card for a model somebody named: the catalog's, else a Hub id's (ModelIdRefused if neither)."""
     card = catalog.get(model_id, task)
     if card is not None:

@@ -19,7 +19,8 @@ from .events import Done, ErrorKind, Event, Outcome
 from .llm import LLM, Message
 from .plan import FileRules, Plan, validate_plan
 from .planfile import Edit, GivenPlan, PlanFileError, apply_edits, choices_as_ran
-from .request_run import RequestRun, RunMode
+from .request_run import RequestRun
+from .run_mode import RunMode
 from .selection import Choice
 from .workspace import Workspace
 
@@ -96,7 +97,13 @@ class Pipeline:
         `answer=False` stops before the answer (outcome EXECUTED); `plan_only` stops after selection;
         `use_cache=False` runs every task (replay); `header` adds fields to the trace."""
         mode = RunMode(
-            plan, dict(choices or {}), dict(seeds or {}), plan_only, answer, use_cache, dict(header or {})
+            plan=plan,
+            choices=dict(choices or {}),
+            seeds=dict(seeds or {}),
+            stop_after_select=plan_only,
+            answer=answer,
+            use_cache=use_cache,
+            header=dict(header or {}),
         )
         yield from self._start(request, workspace, files, history, cancelled, mode)
 

@@ -12,6 +12,7 @@ from .events import PlanRejected
 from .llm import LLM, Message, Usage
 from .plan import FileRules, Plan, PlanLimits, PlanParseError, parse_plan, validate_plan
 from .plan_schema import plan_schema
+from .steps import drain
 from .tasks import TaskSpec
 from .text import shorten
 
@@ -169,13 +170,9 @@ def _excerpt(reply: str) -> str:
 def make_plan(llm: LLM, request: str, *, on_rejected=None, **options) -> PlanOutcome:
     """`plan_steps` run to the end; `on_rejected(attempt, problems)` hears each rejection."""
     steps = plan_steps(llm, request, **options)
-    while True:
-        try:
-            rejected = next(steps)
-        except StopIteration as finished:
-            return finished.value
-        if on_rejected is not None:
-            on_rejected(rejected.attempt, rejected.problems)
+    if on_rejected is None:
+        return drain(steps)
+    return drain(steps, lambda rejected: on_rejected(rejected.attempt, rejected.problems))
 
 
 def validate_unchecked_files(plan: Plan) -> list[str]:

@@ -10,22 +10,16 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from . import urlguard
 from .artifacts import kind_of_file
-from .cache import CachingEndpoint, ResultCache, run_scope
-from .catalog import Catalog
-from .config import Settings
-from .endpoints import Endpoint
+from .cache import CachingEndpoint, run_scope
 from .endpoints.observed import ObservedEndpoint
-from .estimate import Estimator, side_by_side
+from .estimate import side_by_side
 from .events import (
     Done,
     ErrorKind,
@@ -37,50 +31,24 @@ from .events import (
     PlanReady,
     Stage,
     StageStarted,
-    Usage,
 )
-from .execute import ExecutionSettings, RunContext, execute_steps
+from .execute import RunContext
 from .limits import LimitRefused, Limits, Screen
-from .llm import LLM, LLMError, Message
+from .llm import LLMError, Message
 from .plan import FileRules, Plan, PlanLimits
 from .planner import FileInfo, PlanOutcome, plan_steps, trim_history
 from .records import TaskRecord
 from .respond import respond_steps
+from .run_mode import RunMode, RunParts, execution_settings
 from .seeds import with_seeds
 from .selection import Choice, select_steps
 from .streaming_run import StreamingRun
+from .task_graph import execute_steps
 from .trace import build_trace, write_trace
-from .usage import Prices
+from .usage import Prices, Usage
 from .workspace import Workspace
 
 log = logging.getLogger(__name__)
-
-
-class RunParts(Protocol):
-    """What a run uses of the Pipeline that starts it (which has these): the run never imports it."""
-
-    llm: LLM
-    catalog: Catalog
-    endpoint: Endpoint
-    settings: Settings
-    cache: ResultCache | None
-    cache_scope: str | None
-    estimator: Estimator
-
-    def check_plan(self, plan: Plan, workspace: Workspace) -> list[str]: ...
-
-
-@dataclass(frozen=True)
-class RunMode:
-    """What a run does besides the usual: a given plan, given choices, where it stops."""
-
-    plan: Plan | None = None  # given: no planning call
-    choices: Mapping[int, Choice] = field(default_factory=dict)  # given: no selection for these tasks
-    seeds: Mapping[int, int] = field(default_factory=dict)
-    stop_after_select: bool = False
-    answer: bool = True
-    use_cache: bool = True
-    header: Mapping[str, Any] = field(default_factory=dict)  # added to the trace
 
 
 class _Failed(Exception):
@@ -192,36 +160,35 @@ class RequestRun:
             "error_kind": kind and str(kind),
             "estimates": estimates,
         }
-        trace = self._save_trace(end)
-        trace_file = self.trace_path if self.trace_saved else None
-        choices = self.choices or {}
+        usage = self._usage()
+        trace = self._save_trace(end, usage)
         yield Done(
             outcome,
-            answer,
-            error,
-            kind,
-            tuple(self.records),
-            trace,
-            trace_file,
-            self.incomplete,
-            self.plan,
-            choices,
-            self.request_id,
-            self.request,
-            Usage.of(trace["usage"]),
-            dict(self.timings),
-            tuple(estimates),
+            answer=answer,
+            error=error,
+            error_kind=kind,
+            records=tuple(self.records),
+            trace=trace,
+            trace_file=self.trace_path if self.trace_saved else None,
+            incomplete=self.incomplete,
+            plan=self.plan,
+            choices=self.choices or {},
+            request_id=self.request_id,
+            request=self.request,
+            usage=usage,
+            timings=dict(self.timings),
+            estimates=tuple(estimates),
         )
+
+    def _usage(self) -> Usage:
+        return Usage.summed(self.llm.calls, Prices(self.s.llm_input_price, self.s.llm_output_price))
 
     def _time_up(self) -> None:
         self.over_time.set()
         self.cancelled.set()  # everything the run started stops as on Stop
 
     def _stages(self, new_files: list[Path]) -> Generator[Event, None, None]:
-        # Limits are kept for the whole plan before any model runs (limits.Screen): with one set, the
-        # plan is complete before selection, as without streaming.
-        streaming = self.s.stream_execution and not Limits.from_settings(self.s).active
-        if self.mode.plan is None and streaming and not self.mode.stop_after_select:
+        if self.mode.plan is None and self.s.stream_execution and not self.mode.stop_after_select:
             yield from self._streaming_stage(new_files)
             if self.mode.answer:
                 yield from self._respond_stage()
@@ -326,10 +293,12 @@ class RequestRun:
             ctx=self._run_context(),
             settings=self.s,
             plan_options=self._plan_options(new_files),
-            estimated=Screen(Limits.from_settings(self.s), self.p.estimator, self.p.endpoint).estimated,
+            screen=Screen(Limits.from_settings(self.s), self.p.estimator, self.p.endpoint),
         )
         try:
             yield from stream.events()
+        except LimitRefused as e:
+            raise _Failed(ErrorKind.LIMIT, f"No model fits your limits: {e}.") from None
         finally:
             self.planning, self.plan, self.choices = stream.planning, stream.plan, stream.choices
             self.records, self.plan_stream = stream.records, stream.trace()
@@ -343,7 +312,6 @@ class RequestRun:
         self._checkpoint()
 
     def _execute_stage(self, plan: Plan, choices: dict[int, Choice]) -> Generator[Event, None, None]:
-        yield StageStarted(Stage.EXECUTE)
         with self._timed(Stage.EXECUTE):
             self.records = yield from execute_steps(plan, choices, self._run_context())
         self.p.estimator.learn(choices, self.records)
@@ -358,16 +326,7 @@ class RequestRun:
             endpoint=endpoint,
             workspace=self.workspace,
             run_dir=self.workspace.run_dir(self.request_id),
-            settings=ExecutionSettings(
-                max_workers=self.s.max_workers,
-                task_timeout=self.s.task_timeout,
-                task_attempts=self.s.task_attempts,
-                fetch_url=partial(urlguard.fetch, max_bytes=self.s.url_max_bytes)
-                if self.s.allow_urls
-                else None,
-                max_text_arg_chars=self.s.max_text_arg_chars,
-                max_output_chars=self.s.max_output_chars,
-            ),
+            settings=execution_settings(self.s),
             cancelled=self.cancelled,
         )
 
@@ -411,7 +370,7 @@ class RequestRun:
         finally:
             self.timings[str(stage)] = time.perf_counter() - t0
 
-    def _save_trace(self, end: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _save_trace(self, end: dict[str, Any] | None = None, usage: Usage | None = None) -> dict[str, Any]:
         trace = build_trace(
             self.header,
             max_field_chars=self.s.max_trace_field_chars,
@@ -424,7 +383,7 @@ class RequestRun:
             timings=self.timings,
             end=end,
             plan_stream=self.plan_stream,
-            prices=Prices(self.s.llm_input_price, self.s.llm_output_price),
+            usage=usage or self._usage(),
         )
         try:
             write_trace(self.trace_path, trace)

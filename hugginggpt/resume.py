@@ -17,7 +17,7 @@ import json
 import threading
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from . import prompts
@@ -25,8 +25,8 @@ from . import tasks as task_types
 from .artifacts import Artifact, kind_of_file
 from .cache import CachingEndpoint, normal_input, run_scope
 from .catalog import Catalog, ModelCard
-from .endpoints import Endpoint, StopSignal, WrappedEndpoint
-from .events import Done, ErrorKind, Event, Outcome, PickSource, TaskFinished, Usage
+from .endpoints import CACHE, Call, Endpoint, Result, WrappedEndpoint
+from .events import Done, ErrorKind, Event, Outcome, PickSource, TaskFinished
 from .execute import ExecutionSettings, resolve_inputs
 from .hashing import file_sha256, value_sha256
 from .journal import JournalState
@@ -39,14 +39,8 @@ from .planner import FileInfo, plan_steps, planning_messages
 from .records import TaskRecord, TaskStatus
 from .seeds import derived_seed, samples
 from .trace import write_trace
-from .usage import Prices, summarize
+from .usage import Prices, Usage
 from .workspace import FileRefused, Workspace
-
-
-class ResumedOutputs(list):
-    """Outputs taken from the journal: no model ran (the executor marks the task cached)."""
-
-    from_cache = True
 
 
 class ResumedEndpoint(WrappedEndpoint):
@@ -62,18 +56,16 @@ class ResumedEndpoint(WrappedEndpoint):
         task: str,
         model: ModelCard,
         inputs: dict[str, Any],
-        out_dir: Path,
-        *,
-        stop: StopSignal | None = None,
-    ) -> list[Artifact]:
+        call: Call,
+    ) -> Result:
         try:
             hit = self.finished.get(input_key(task, model.id, inputs))
         except OSError:  # an input that cannot be read: the model will say so
             hit = None
         if hit is None:
-            return self.inner.run(task, model, inputs, out_dir, stop=stop)
+            return self.inner.run(task, model, inputs, call)
         self.served.add(hit[0])
-        return ResumedOutputs(hit[1])
+        return Result(outputs=hit[1], answered_by=CACHE)  # no model ran: the task reads as cached
 
 
 def input_key(task: str, model_id: str, inputs: Mapping[str, Any]) -> str:
@@ -325,17 +317,25 @@ def _whole(done: Done, served: set[int], earlier: Sequence[Mapping[str, Any]], p
     trace["tasks"] = [
         {**t, "resumed": t.get("id") in served and bool(t.get("cached"))} for t in trace.get("tasks", [])
     ]
-    calls = [
-        {
-            "stage": c.get("stage"),
-            "usage": {"prompt_tokens": c.get("input_tokens"), "completion_tokens": c.get("output_tokens")},
-        }
-        for c in earlier
+    calls = [_call(c.get("stage"), c.get("input_tokens"), c.get("output_tokens")) for c in earlier] + [
+        _call(
+            c.get("stage"),
+            (c.get("usage") or {}).get("prompt_tokens"),
+            (c.get("usage") or {}).get("completion_tokens"),
+        )
+        for c in trace.get("llm_calls", [])
     ]
-    trace["usage"] = summarize([*calls, *trace.get("llm_calls", [])], prices)
+    usage = Usage.summed(calls, prices)
+    trace["usage"] = usage.to_json()
     if done.trace_file is not None:
         try:
             write_trace(done.trace_file, trace)
         except OSError:
             pass  # the conversation's folder went away: the Done still says it all
-    return replace(done, trace=trace, usage=Usage.of(trace["usage"]))
+    return replace(done, trace=trace, usage=usage)
+
+
+def _call(stage: Any, prompt_tokens: Any, completion_tokens: Any) -> SimpleNamespace:
+    """An LLM call as Usage.summed reads one, from a journal line or the trace's llm_calls."""
+    tokens = SimpleNamespace(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+    return SimpleNamespace(stage=stage, usage=tokens)

@@ -12,26 +12,16 @@ import json
 from collections.abc import Mapping
 from dataclasses import replace
 
+from . import tasks as task_types
 from .plan import Plan, Task
 from .selection import Choice
-from .tasks import CONTROLS
 
-SAMPLING_TASKS = frozenset(
-    {
-        "text-to-image",
-        "image-to-image",
-        "text-to-video",
-        "text-to-speech",  # VITS draws noise; SpeechT5 keeps dropout on at inference
-        "text-generation",  # when the model's generation config samples
-        "conversational",
-        *(f"{c}-text-to-image" for c in CONTROLS),
-    }
-)
 MAX_SEED = 2**31 - 1  # what every generator takes
 
 
 def samples(task: str) -> bool:
-    return task in SAMPLING_TASKS
+    spec = task_types.get(task)
+    return spec is not None and spec.samples
 
 
 def derived_seed(base: int, task: Task) -> int:

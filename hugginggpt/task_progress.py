@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .estimate import size_text
+from .choice import size_text
 from .events import Phase, TaskProgress
 
 EVERY_SECONDS = 0.5  # at most two events a second per task, besides the first, the last and a new phase

@@ -26,6 +26,10 @@ class TaskSpec:
     args: tuple[Arg, ...]
     outputs: tuple[str, ...]  # kinds this task produces, the first one is its main output
     description: str
+    samples: bool = False  # its models draw noise: the run gives them a seed (seeds.py)
+    seconds: float | None = None  # a slow task's call on CPU, before any run here (estimate.py)
+    gpu_seconds: int = 10  # to run once loaded on a Space's GPU (webui.gpu asks ZeroGPU for it)
+    control: str | None = None  # ControlNet's tasks: the control image's kind ("canny", "depth", ...)
 
     def arg(self, name: str) -> Arg | None:
         return next((a for a in self.args if a.name == name), None)
@@ -52,8 +56,16 @@ _BASE = [
         ("text", "data"),
         "answer a question from a given context text",
     ),
-    TaskSpec("conversational", (TEXT,), ("text",), "reply in a dialogue"),
-    TaskSpec("text-generation", (TEXT,), ("text",), "continue or write a text from a prompt"),
+    TaskSpec("conversational", (TEXT,), ("text",), "reply in a dialogue", samples=True, gpu_seconds=30),
+    # text-generation samples when the model's generation config says so
+    TaskSpec(
+        "text-generation",
+        (TEXT,),
+        ("text",),
+        "continue or write a text from a prompt",
+        samples=True,
+        gpu_seconds=30,
+    ),
     TaskSpec(
         "sentence-similarity",
         (
@@ -71,30 +83,65 @@ _BASE = [
     ),
     TaskSpec("object-detection", (IMAGE,), ("image", "text", "data"), "find and box the objects in an image"),
     TaskSpec("image-classification", (IMAGE,), ("text", "data"), "say what an image shows, as labels"),
-    TaskSpec("image-to-text", (IMAGE,), ("text",), "caption an image"),
-    TaskSpec("text-to-image", (TEXT,), ("image",), "draw an image from a description"),
-    TaskSpec("image-to-image", (IMAGE, PROMPT), ("image",), "transform or edit an image, guided by a prompt"),
+    TaskSpec("image-to-text", (IMAGE,), ("text",), "caption an image", gpu_seconds=20),
+    TaskSpec(
+        "text-to-image",
+        (TEXT,),
+        ("image",),
+        "draw an image from a description",
+        samples=True,
+        seconds=30.0,
+        gpu_seconds=40,
+    ),
+    TaskSpec(
+        "image-to-image",
+        (IMAGE, PROMPT),
+        ("image",),
+        "transform or edit an image, guided by a prompt",
+        samples=True,
+        seconds=30.0,
+        gpu_seconds=40,
+    ),
     TaskSpec(
         "image-segmentation", (IMAGE,), ("image", "text", "data"), "split an image into labelled regions"
     ),
     TaskSpec("depth-estimation", (IMAGE,), ("image",), "estimate the depth of each pixel of an image"),
-    TaskSpec("text-to-speech", (TEXT,), ("audio",), "read a text aloud"),
-    TaskSpec("automatic-speech-recognition", (AUDIO,), ("text",), "transcribe speech in an audio file"),
-    TaskSpec("audio-to-audio", (AUDIO,), ("audio",), "enhance or separate audio"),
+    # VITS draws noise; SpeechT5 keeps dropout on at inference
+    TaskSpec(
+        "text-to-speech", (TEXT,), ("audio",), "read a text aloud", samples=True, seconds=5.0, gpu_seconds=20
+    ),
+    TaskSpec(
+        "automatic-speech-recognition",
+        (AUDIO,),
+        ("text",),
+        "transcribe speech in an audio file",
+        gpu_seconds=30,
+    ),
+    TaskSpec("audio-to-audio", (AUDIO,), ("audio",), "enhance or separate audio", gpu_seconds=30),
     TaskSpec("audio-classification", (AUDIO,), ("text", "data"), "label the sound in an audio file"),
     TaskSpec(
         "visual-question-answering",
         (IMAGE, Arg("text", "text", help="the question")),
         ("text",),
         "answer a question about an image",
+        gpu_seconds=20,
     ),
     TaskSpec(
         "document-question-answering",
         (IMAGE, Arg("text", "text", help="the question")),
         ("text",),
         "answer a question about a document image",
+        gpu_seconds=20,
     ),
-    TaskSpec("text-to-video", (TEXT,), ("video",), "make a short video from a description"),
+    TaskSpec(
+        "text-to-video",
+        (TEXT,),
+        ("video",),
+        "make a short video from a description",
+        samples=True,
+        seconds=120.0,
+        gpu_seconds=110,
+    ),
 ]
 
 # ControlNet: "<c>-control" turns a photo into a control image (edges, depth, pose, ...);
@@ -104,12 +151,15 @@ _CONTROLNET = [
     spec
     for c in CONTROLS
     for spec in (
-        TaskSpec(f"{c}-control", (IMAGE,), ("image",), f"make a {c} control image from a photo"),
+        TaskSpec(f"{c}-control", (IMAGE,), ("image",), f"make a {c} control image from a photo", control=c),
         TaskSpec(
             f"{c}-text-to-image",
             (Arg("image", "image", help=f"a {c} control image"), TEXT),
             ("image",),
             f"draw an image that follows a {c} control image and a prompt",
+            samples=True,
+            gpu_seconds=45,  # a ControlNet and a base model
+            control=c,
         ),
     )
 ]

@@ -17,7 +17,7 @@ from .plan import Plan
 from .planner import PlanOutcome
 from .records import TaskRecord
 from .selection import Choice
-from .usage import NO_PRICES, Prices, summarize
+from .usage import Usage
 
 
 def build_trace(
@@ -33,9 +33,10 @@ def build_trace(
     end: dict[str, Any] | None = None,
     max_field_chars: int = 20_000,
     plan_stream: dict[str, Any] | None = None,
-    prices: Prices = NO_PRICES,
+    usage: Usage | None = None,
 ) -> dict[str, Any]:
-    """`header`: request id, request, LLM and endpoint; `end`: outcome, answer and error once known.
+    """`header`: request id, request, LLM and endpoint; `end`: outcome, answer and error once known;
+    `usage`: the run's, summed from `calls` (Usage.summed) at the operator's prices.
 
     Every string is cut at `max_field_chars`: a trace stays small whatever the LLM or a model sent."""
     trace: dict[str, Any] = dict(header)
@@ -58,7 +59,7 @@ def build_trace(
         "prompt": sum(c.usage.prompt_tokens for c in calls),
         "completion": sum(c.usage.completion_tokens for c in calls),
     }
-    trace["usage"] = summarize(trace["llm_calls"], prices)  # tokens by stage, and their cost
+    trace["usage"] = (usage or Usage.summed(calls)).to_json()  # tokens by stage, and their cost
     return _clipped(trace, max_field_chars)
 
 

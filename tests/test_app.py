@@ -20,6 +20,7 @@ from PIL import Image
 
 from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.config import Settings
+from hugginggpt.endpoints import Call
 from webui.uploads import check_upload
 
 FAKE_CATALOG = Catalog(
@@ -35,8 +36,9 @@ FAKE_CATALOG = Catalog(
 class DistinctEndpoint(FakeEndpoint):
     """Scripted, but every output depends on its input, so conversations' files differ."""
 
-    def run(self, task, model, inputs, out_dir, *, stop=None):
-        outputs = super().run(task, model, inputs, out_dir, stop=stop)
+    def run(self, task, model, inputs, call):
+        result = super().run(task, model, inputs, call)
+        outputs = result.outputs
         seed = zlib.crc32(
             repr(sorted((k, Path(v).name if isinstance(v, Path) else v) for k, v in inputs.items())).encode()
         )
@@ -45,7 +47,7 @@ class DistinctEndpoint(FakeEndpoint):
                 Image.new("RGB", (16, 16), colour(seed)).save(a.path)
             elif a.kind == "audio":
                 soundfile.write(a.path, np.zeros(800 + seed % 800, dtype=np.float32), 8000, format="WAV")
-        return outputs
+        return result
 
 
 def colour(seed: int) -> tuple[int, int, int]:
@@ -436,14 +438,15 @@ def test_zerogpu_calls_carry_the_request_context_and_a_duration_per_call(tmp_pat
 
     def runner(endpoint, task, model, inputs, out_dir):  # what spaces.GPU's wrapper receives
         calls.append((_duration(endpoint, task, model, inputs, out_dir), marker.get()))
-        return endpoint.run(task, model, inputs, out_dir)
+        return endpoint.run(task, model, inputs, Call(out_dir=out_dir))
 
     marker.set("request-1")
     wrapped = GPUEndpoint(inner, contextvars.copy_context(), runner=runner)
     marker.set(None)
     assert "ZeroGPU" in wrapped.describe()
     [card] = FAKE_CATALOG.candidates("text-to-image")
-    done = threading.Thread(target=wrapped.run, args=("text-to-image", card, {"text": "a cat"}, tmp_path))
+    call = Call(out_dir=tmp_path)
+    done = threading.Thread(target=wrapped.run, args=("text-to-image", card, {"text": "a cat"}, call))
     done.start(), done.join()  # from a worker thread, as the scheduler calls it
     assert calls == [(gpu_seconds("text-to-image", card), "request-1")] and inner.calls[0][1] == "org/painter"
     big = ModelCard(id="big", task="text-to-video", size_bytes=60 * 10**9)

@@ -16,13 +16,14 @@ from fakes.llm_server import FakeLLMServer
 
 import models_local
 from hugginggpt.artifacts import Artifact
-from hugginggpt.cache import CachedOutputs, CachingEndpoint, ResultCache
+from hugginggpt.cache import CachingEndpoint, ResultCache
 from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.config import Settings
-from hugginggpt.endpoints import LocalEndpoint
+from hugginggpt.endpoints import Call, LocalEndpoint
 from hugginggpt.events import TaskFinished
 from hugginggpt.llm import OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
+from hugginggpt.steps import collect
 from hugginggpt.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -153,10 +154,10 @@ def test_caching_endpoint_serves_a_hit_without_calling_the_model(tmp_path):
     ws = Workspace(tmp_path / "conv")
     (tmp_path / "cat.png").write_bytes(b"png")
     photo = ws.add_upload(tmp_path / "cat.png")
-    first = endpoint.run("image-to-text", MODEL, {"image": photo}, ws.run_dir("r1") / "task-0")
-    second = endpoint.run("image-to-text", MODEL, {"image": photo}, ws.run_dir("r2") / "task-0")
-    assert len(inner.calls) == 1 and not isinstance(first, CachedOutputs)
-    assert isinstance(second, CachedOutputs) and second == first
+    first = endpoint.run("image-to-text", MODEL, {"image": photo}, Call(out_dir=ws.run_dir("r1") / "task-0"))
+    second = endpoint.run("image-to-text", MODEL, {"image": photo}, Call(out_dir=ws.run_dir("r2") / "task-0"))
+    assert len(inner.calls) == 1 and (first.answered_by, first.cached) == ("fake", False)
+    assert (second.answered_by, second.cached) == ("cache", True) and second.outputs == first.outputs
 
 
 # ---- whole requests ---------------------------------------------------------------------------
@@ -224,7 +225,7 @@ def test_failures_are_not_cached(server, photo, tmp_path):
     ws = Workspace(tmp_path / "conv")
     list(p.run("caption and draw", workspace=ws, files=[photo]))
     endpoint.failing.clear()
-    done = list(p.run("caption and draw", workspace=ws))[-1]
+    done = collect(p.run("caption and draw", workspace=ws))
     assert [r.cached for r in done.records] == [False, False] and len(endpoint.calls) == 3
 
 
@@ -242,10 +243,10 @@ def test_a_tiny_local_model_is_not_even_loaded_for_a_cached_task(tiny, tmp_path)
         )
         try:
             models_local.configure()  # a fresh runtime: nothing loaded, loads counted from 0
-            first = list(p.run("classify", workspace=ws))[-1]
+            first = collect(p.run("classify", workspace=ws))
             assert models_local.default_runtime().loads == 1
             models_local.configure()
-            second = list(p.run("classify", workspace=ws))[-1]
+            second = collect(p.run("classify", workspace=ws))
             assert models_local.default_runtime().loads == 0  # served without loading the model
         finally:
             models_local.configure()

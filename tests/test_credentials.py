@@ -16,7 +16,7 @@ from fakes.llm_server import FakeLLMServer
 from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.catalog.userfile import read_user_file
 from hugginggpt.cli import main
-from hugginggpt.endpoints import HostedEndpoint, ModelUnavailable
+from hugginggpt.endpoints import Call, HostedEndpoint, ModelUnavailable
 from hugginggpt.llm import LLMError, OpenAICompatibleLLM
 from hugginggpt.plan import Plan, Task
 from hugginggpt.planfile import Edit, PlanFileError, apply_edits, given_plan
@@ -106,7 +106,7 @@ def test_a_card_with_a_url_for_id_sends_nothing_at_all(evil, token, tmp_path):
     card = ModelCard(id=f"{evil.url}/x", task="text-classification")
     assert not endpoint.can_run(card)
     with pytest.raises(ModelUnavailable, match="not a Hugging Face model id"):
-        endpoint.run("text-classification", card, {"text": "a b"}, tmp_path)
+        endpoint.run("text-classification", card, {"text": "a b"}, Call(out_dir=tmp_path))
     assert evil.requests == []
 
 
@@ -117,7 +117,7 @@ def test_the_transport_sends_the_hf_token_only_to_hugging_face(evil, token, tmp_
 
     endpoint = HostedEndpoint(token=CANARY, timeout=5.0, retries=0)
     card = ModelCard(id="acme/x", task="text-classification", endpoint_url=f"{evil.url}/x")
-    endpoint.run("text-classification", card, {"text": "a b"}, tmp_path)
+    endpoint.run("text-classification", card, {"text": "a b"}, Call(out_dir=tmp_path))
     InferenceClient(model=f"{evil.url}/y", token=CANARY, timeout=5).text_classification("a b")
     assert len(evil.requests) == 2 and evil.credentials() == []
 

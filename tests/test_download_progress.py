@@ -3,7 +3,6 @@ fake Hub on 127.0.0.1 (HF_ENDPOINT) that serves a tiny model slowly, through the
 
 from __future__ import annotations
 
-import contextvars
 import json
 import os
 import pty
@@ -22,11 +21,11 @@ from fakes.llm_server import FakeLLMServer
 
 from hugginggpt.catalog import ModelCard
 from hugginggpt.endpoints import LocalEndpoint
-from hugginggpt.endpoints.base import progress_report
 from hugginggpt.events import Phase, TaskFinished, TaskProgress
-from hugginggpt.execute import ExecutionSettings, RunContext, execute_steps
+from hugginggpt.execute import ExecutionSettings, RunContext
 from hugginggpt.plan import parse_plan
 from hugginggpt.selection import Choice
+from hugginggpt.task_graph import execute_steps
 from hugginggpt.task_progress import ProgressEvents
 from hugginggpt.workspace import Workspace
 
@@ -115,11 +114,7 @@ def test_a_prefetch_before_a_zerogpu_call_reports_its_download_too(slow_hub):
     reports: list[tuple[str, int, int]] = []
     card = ModelCard(id=REPO, task="text-classification", library="transformers", local=True)
 
-    def prefetch() -> None:  # in a context of its own: the callback must not outlive the test
-        progress_report.set(lambda *report: reports.append(report))
-        LocalEndpoint.prefetch(card)
-
-    contextvars.copy_context().run(prefetch)
+    LocalEndpoint.prefetch(card, lambda *report: reports.append(report))
     assert reports and reports[-1] == ("download", size, size)
     assert all(total == size for _, _, total in reports) and len(reports) > 3
 
@@ -189,14 +184,13 @@ def test_the_cli_shows_the_download_on_a_terminal_only(tiny, tmp_path):
 class DownloadingEndpoint(FakeEndpoint):
     """Its model "downloads" for 1.5 s in 30 reports, then "loads", as the local endpoint reports."""
 
-    def run(self, task, model, inputs, out_dir, *, stop=None):
-        report = progress_report.get()
-        assert report is not None  # the executor set it for this call
+    def run(self, task, model, inputs, call):
+        assert call.progress is not None  # the executor gave it for this call
         for n in range(1, 31):
-            report("download", n * 1_000_000, 30_000_000)
+            call.progress("download", n * 1_000_000, 30_000_000)
             time.sleep(0.05)
-        report("load", 0, 0)
-        return super().run(task, model, inputs, out_dir, stop=stop)
+        call.progress("load", 0, 0)
+        return super().run(task, model, inputs, call)
 
 
 def test_the_openai_api_streams_the_download_as_reasoning_thinned_out(tmp_path):

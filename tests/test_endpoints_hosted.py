@@ -15,7 +15,7 @@ from PIL import Image
 
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
-from hugginggpt.endpoints import EndpointError, HostedEndpoint, ModelUnavailable, build_endpoint
+from hugginggpt.endpoints import Call, EndpointError, HostedEndpoint, ModelUnavailable, build_endpoint
 from hugginggpt.tasks import TASKS
 
 
@@ -72,7 +72,11 @@ def assert_files_decode(artifacts: list[Artifact], out_dir: Path) -> None:
 
 def test_object_detection_gives_boxes_an_annotated_png_and_a_summary(online, hf, files, tmp_path):
     out = tmp_path / "out"
-    arts = fast().run("object-detection", card(hf, "object-detection"), {"image": files["image"]}, out)
+    arts = (
+        fast()
+        .run("object-detection", card(hf, "object-detection"), {"image": files["image"]}, Call(out_dir=out))
+        .outputs
+    )
 
     by_kind = {a.kind: a for a in arts}
     assert set(by_kind) == {"image", "text", "data"}
@@ -91,8 +95,15 @@ def test_object_detection_gives_boxes_an_annotated_png_and_a_summary(online, hf,
 
 
 def test_image_classification_labels_come_from_the_sent_image(online, hf, files, tmp_path):
-    arts = fast().run(
-        "image-classification", card(hf, "image-classification"), {"image": files["image"]}, tmp_path
+    arts = (
+        fast()
+        .run(
+            "image-classification",
+            card(hf, "image-classification"),
+            {"image": files["image"]},
+            Call(out_dir=tmp_path),
+        )
+        .outputs
     )
     text, data = arts
     assert text.kind == "text" and text.value.startswith("40x30 (0.90)")
@@ -100,17 +111,27 @@ def test_image_classification_labels_come_from_the_sent_image(online, hf, files,
 
 
 def test_speech_recognition_sends_the_audio_file(online, hf, files, tmp_path):
-    arts = fast().run(
-        "automatic-speech-recognition",
-        card(hf, "automatic-speech-recognition"),
-        {"audio": files["audio"]},
-        tmp_path,
+    arts = (
+        fast()
+        .run(
+            "automatic-speech-recognition",
+            card(hf, "automatic-speech-recognition"),
+            {"audio": files["audio"]},
+            Call(out_dir=tmp_path),
+        )
+        .outputs
     )
     assert arts == [Artifact("text", value="8000 samples at 16000 Hz")]
 
 
 def test_text_to_speech_is_saved_as_wav(online, hf, tmp_path):
-    arts = fast().run("text-to-speech", card(hf, "text-to-speech"), {"text": "read this aloud"}, tmp_path)
+    arts = (
+        fast()
+        .run(
+            "text-to-speech", card(hf, "text-to-speech"), {"text": "read this aloud"}, Call(out_dir=tmp_path)
+        )
+        .outputs
+    )
     [audio] = arts
     assert audio.kind == "audio" and audio.path.suffix == ".wav"
     samples, rate = sf.read(audio.path)  # the server sent FLAC; we keep WAV
@@ -119,13 +140,19 @@ def test_text_to_speech_is_saved_as_wav(online, hf, tmp_path):
 
 def test_summarization_sends_json_inputs(online, hf, tmp_path):
     text = "the cat sat on the mat all day long"
-    arts = fast().run("summarization", card(hf, "summarization"), {"text": text}, tmp_path)
+    arts = (
+        fast().run("summarization", card(hf, "summarization"), {"text": text}, Call(out_dir=tmp_path)).outputs
+    )
     assert arts == [Artifact("text", value="the cat sat")]
     assert hf.calls("summarization")[-1].json()["inputs"] == text
 
 
 def test_conversational_uses_chat_completions_at_the_url(online, hf, tmp_path):
-    arts = fast().run("conversational", card(hf, "conversational"), {"text": "hi there"}, tmp_path)
+    arts = (
+        fast()
+        .run("conversational", card(hf, "conversational"), {"text": "hi there"}, Call(out_dir=tmp_path))
+        .outputs
+    )
     assert arts == [Artifact("text", value="you said: hi there")]
     assert hf.calls("conversational")[-1].path == "/conversational/model/v1/chat/completions"
 
@@ -139,7 +166,7 @@ def test_every_hosted_task_gives_the_kinds_its_spec_lists(online, hf, files, tmp
     endpoint = fast()
     assert endpoint.can_run(model)
     out = tmp_path / "out"
-    arts = endpoint.run(task, model, inputs_for(task, files), out)
+    arts = endpoint.run(task, model, inputs_for(task, files), Call(out_dir=out)).outputs
     assert set(TASKS[task].outputs) <= {a.kind for a in arts}
     assert_files_decode(arts, out)
 
@@ -161,7 +188,7 @@ def test_offline_mode_refuses_without_a_request(hf, tmp_path):
     model = card(hf, "summarization")
     assert not fast().can_run(model)
     with pytest.raises(ModelUnavailable, match="HF_HUB_OFFLINE"):
-        fast().run("summarization", model, {"text": "a b c"}, tmp_path)
+        fast().run("summarization", model, {"text": "a b c"}, Call(out_dir=tmp_path))
     assert len(hf.requests) == before
 
 
@@ -172,7 +199,7 @@ def test_loading_503_is_retried_then_succeeds(online, hf, tmp_path):
     model = card(hf, "summarization")
     before = len(hf.calls("summarization"))
     hf.fail("summarization", Fault(503), Fault(503, body={"error": "loading", "estimated_time": 0.05}))
-    arts = fast().run("summarization", model, {"text": "one two three four"}, tmp_path)
+    arts = fast().run("summarization", model, {"text": "one two three four"}, Call(out_dir=tmp_path)).outputs
     assert arts == [Artifact("text", value="one two three")]
     assert len(hf.calls("summarization")) - before == 3
 
@@ -181,7 +208,9 @@ def test_loading_503_gives_up_with_a_clear_message(online, hf, tmp_path):
     before = len(hf.calls("summarization"))
     hf.fail("summarization", *[Fault(503)] * 3)
     with pytest.raises(EndpointError) as err:
-        fast(retries=2).run("summarization", card(hf, "summarization"), {"text": "a b c"}, tmp_path)
+        fast(retries=2).run(
+            "summarization", card(hf, "summarization"), {"text": "a b c"}, Call(out_dir=tmp_path)
+        )
     assert not isinstance(err.value, ModelUnavailable)
     assert "acme/summarization-model" in str(err.value) and "loading (HTTP 503)" in str(err.value)
     assert "3 tries" in str(err.value) and len(hf.calls("summarization")) - before == 3
@@ -194,7 +223,7 @@ def test_a_stop_ends_the_retries(online, hf, tmp_path):
     stop.set()  # pressed while the first try was answered "loading"
     with pytest.raises(EndpointError, match="acme/summarization-model.*: stopped"):
         fast(retries=2).run(
-            "summarization", card(hf, "summarization"), {"text": "a b c"}, tmp_path, stop=stop
+            "summarization", card(hf, "summarization"), {"text": "a b c"}, Call(out_dir=tmp_path, stop=stop)
         )
     assert len(hf.calls("summarization")) - before == 1  # no second try
 
@@ -204,18 +233,28 @@ def test_rate_limit_429_retries_within_bounds(online, hf, tmp_path):
     hf.fail("translation", Fault(429, headers={"Retry-After": "100"}), *[Fault(429)] * 2)
     start = time.monotonic()
     with pytest.raises(EndpointError, match=r"acme/translation-model.*rate limited \(HTTP 429\)"):
-        fast(retries=2, max_wait=0.05).run("translation", card(hf, "translation"), {"text": "a b"}, tmp_path)
+        fast(retries=2, max_wait=0.05).run(
+            "translation", card(hf, "translation"), {"text": "a b"}, Call(out_dir=tmp_path)
+        )
     assert time.monotonic() - start < 2
     # One 429, then the server answers: the retry succeeds.
     hf.fail("translation", Fault(429, headers={"Retry-After": "0"}))
-    assert fast().run("translation", card(hf, "translation"), {"text": "a b"}, tmp_path)[0].value == "b a"
+    assert (
+        fast()
+        .run("translation", card(hf, "translation"), {"text": "a b"}, Call(out_dir=tmp_path))
+        .outputs[0]
+        .value
+        == "b a"
+    )
 
 
 def test_time_out_is_reported_with_the_model_and_limit(online, hf, tmp_path):
     hf.fail("text-generation", Fault(200, delay=2.0))
     start = time.monotonic()
     with pytest.raises(EndpointError, match=r"acme/text-generation-model.*within 0.3 s \(time-out\)"):
-        fast(timeout=0.3).run("text-generation", card(hf, "text-generation"), {"text": "go"}, tmp_path)
+        fast(timeout=0.3).run(
+            "text-generation", card(hf, "text-generation"), {"text": "go"}, Call(out_dir=tmp_path)
+        )
     assert time.monotonic() - start < 1.5
 
 
@@ -223,28 +262,33 @@ def test_other_http_errors(online, hf, tmp_path):
     model = card(hf, "text-classification")
     hf.fail("text-classification", Fault(500, body={"error": "CUDA out of memory"}))
     with pytest.raises(EndpointError, match="HTTP 500: CUDA out of memory") as err:
-        fast().run("text-classification", model, {"text": "x"}, tmp_path)
+        fast().run("text-classification", model, {"text": "x"}, Call(out_dir=tmp_path))
     assert not isinstance(err.value, ModelUnavailable)
     hf.fail("text-classification", Fault(404, body={"error": "Model not found"}))
     with pytest.raises(ModelUnavailable, match="HTTP 404"):
-        fast().run("text-classification", model, {"text": "x"}, tmp_path)
+        fast().run("text-classification", model, {"text": "x"}, Call(out_dir=tmp_path))
     # The server checks inputs like a real one: a file that is no image is refused.
     not_image = tmp_path / "note.png"
     not_image.write_text("not an image")
     with pytest.raises(EndpointError, match="HTTP 400"):
-        fast().run("image-classification", card(hf, "image-classification"), {"image": not_image}, tmp_path)
+        fast().run(
+            "image-classification",
+            card(hf, "image-classification"),
+            {"image": not_image},
+            Call(out_dir=tmp_path),
+        )
 
 
 def test_requests_beyond_loopback_are_refused_by_the_test_guard(online, tmp_path):
     model = ModelCard(id="acme/far", task="summarization", endpoint_url="http://10.0.0.1/far")
     with pytest.raises(EndpointError, match="test guard"):
-        fast().run("summarization", model, {"text": "a b"}, tmp_path)
+        fast().run("summarization", model, {"text": "a b"}, Call(out_dir=tmp_path))
 
 
 def test_unreachable_server(online, tmp_path):
     model = ModelCard(id="acme/gone", task="summarization", endpoint_url="http://127.0.0.1:9/gone")
     with pytest.raises(EndpointError, match="acme/gone.*the server refused the connection"):
-        fast().run("summarization", model, {"text": "a b"}, tmp_path)
+        fast().run("summarization", model, {"text": "a b"}, Call(out_dir=tmp_path))
 
 
 # --- the token -----------------------------------------------------------------------------------
@@ -261,12 +305,12 @@ def hf_is_the_hub(hf, monkeypatch):
 def test_token_goes_only_to_hugging_face(online, hf, monkeypatch, tmp_path):
     monkeypatch.setenv("HF_TOKEN", "hf_from_env")
     model = card(hf, "summarization")
-    fast().run("summarization", model, {"text": "a b"}, tmp_path)
+    fast().run("summarization", model, {"text": "a b"}, Call(out_dir=tmp_path))
     assert "authorization" not in hf.calls("summarization")[-1].headers  # any URL could be in a card
-    fast(token="hf_argument").run("summarization", model, {"text": "a b"}, tmp_path)
+    fast(token="hf_argument").run("summarization", model, {"text": "a b"}, Call(out_dir=tmp_path))
     assert "authorization" not in hf.calls("summarization")[-1].headers
     monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", hf.base)  # now it is the Hub
-    fast(token="hf_argument").run("summarization", model, {"text": "a b"}, tmp_path)
+    fast(token="hf_argument").run("summarization", model, {"text": "a b"}, Call(out_dir=tmp_path))
     assert hf.calls("summarization")[-1].headers["authorization"] == "Bearer hf_argument"
 
 
@@ -281,7 +325,7 @@ def test_build_endpoint_passes_settings_to_hosted(monkeypatch):
 
 def test_a_token_with_its_line_ending_is_sent_clean(online, hf, hf_is_the_hub, monkeypatch, tmp_path):
     monkeypatch.setenv("HF_TOKEN", "hf_from_a_windows_env_file\r\n")
-    fast().run("summarization", card(hf, "summarization"), {"text": "a b"}, tmp_path)
+    fast().run("summarization", card(hf, "summarization"), {"text": "a b"}, Call(out_dir=tmp_path))
     assert hf.calls("summarization")[-1].headers["authorization"] == "Bearer hf_from_a_windows_env_file"
 
 
@@ -290,7 +334,9 @@ def test_errors_never_quote_the_token(online, hf, hf_is_the_hub, tmp_path):
     that message reaches the chat, the trace and the LLM."""
     secret = "hf_" + "Q" * 20 + "\n" + "Z" * 14
     with pytest.raises(EndpointError) as err:
-        fast(token=secret).run("summarization", card(hf, "summarization"), {"text": "a b"}, tmp_path)
+        fast(token=secret).run(
+            "summarization", card(hf, "summarization"), {"text": "a b"}, Call(out_dir=tmp_path)
+        )
     assert "QQQQ" not in str(err.value) and "ZZZZ" not in str(err.value)
     assert "acme/summarization-model" in str(err.value)  # still says which model failed
 
@@ -298,7 +344,9 @@ def test_errors_never_quote_the_token(online, hf, hf_is_the_hub, tmp_path):
 def test_retries_are_logged_with_their_wait(online, hf, tmp_path, caplog):
     hf.fail("summarization", Fault(503, body={"error": "loading", "estimated_time": 0.02}))
     with caplog.at_level("INFO", logger="hugginggpt.endpoints.hosted"):
-        fast(retries=2).run("summarization", card(hf, "summarization"), {"text": "one two"}, tmp_path)
+        fast(retries=2).run(
+            "summarization", card(hf, "summarization"), {"text": "one two"}, Call(out_dir=tmp_path)
+        )
     [record] = [r for r in caplog.records if r.name == "hugginggpt.endpoints.hosted"]
     assert record.levelname == "INFO"
     assert record.getMessage() == (

@@ -12,7 +12,7 @@ from fakes.hub_server import FakeHub, HubModel
 
 from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.catalog.card import ProviderRoute
-from hugginggpt.endpoints import EndpointError, HostedEndpoint, ModelUnavailable
+from hugginggpt.endpoints import Call, EndpointError, HostedEndpoint, ModelUnavailable
 
 
 @pytest.fixture
@@ -127,18 +127,27 @@ def test_unserved_and_missing_models_are_refused_before_any_request(hub, hf, tmp
     before = len(hf.requests)
     with pytest.raises(ModelUnavailable) as err:
         fast().run(
-            "summarization", ModelCard(id="acme/unserved", task="summarization"), {"text": "a b"}, tmp_path
+            "summarization",
+            ModelCard(id="acme/unserved", task="summarization"),
+            {"text": "a b"},
+            Call(out_dir=tmp_path),
         )
     assert str(err.value) == (
         "acme/unserved: no inference provider serves it live for summarization (the Hub lists: none)"
     )
     with pytest.raises(ModelUnavailable, match="acme/gone: not found on the Hub"):
         fast().run(
-            "summarization", ModelCard(id="acme/gone", task="summarization"), {"text": "a b"}, tmp_path
+            "summarization",
+            ModelCard(id="acme/gone", task="summarization"),
+            {"text": "a b"},
+            Call(out_dir=tmp_path),
         )
     with pytest.raises(ModelUnavailable, match="provider fal-ai needs an HF token"):
         fast(provider="fal-ai").run(
-            "text-to-image", ModelCard(id="acme/painter", task="text-to-image"), {"text": "x"}, tmp_path
+            "text-to-image",
+            ModelCard(id="acme/painter", task="text-to-image"),
+            {"text": "x"},
+            Call(out_dir=tmp_path),
         )
     assert len(hf.requests) == before
 
@@ -147,7 +156,7 @@ def test_auto_calls_the_provider_the_mapping_names(hub, tmp_path):
     """The call goes to fal-ai through the HF router, which the test guard stops before it leaves."""
     painter = ModelCard(id="acme/painter", task="text-to-image")
     with pytest.raises(EndpointError, match=r"acme/painter \(fal-ai\): .*test guard") as err:
-        fast(token="hf_test").run("text-to-image", painter, {"text": "a red fox"}, tmp_path)
+        fast(token="hf_test").run("text-to-image", painter, {"text": "a red fox"}, Call(out_dir=tmp_path))
     assert not isinstance(err.value, ModelUnavailable)
 
 

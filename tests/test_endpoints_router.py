@@ -12,11 +12,13 @@ from fakes.hf_inference_server import FakeHFServer, loopback_only
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
 from hugginggpt.endpoints import (
+    Call,
     Endpoint,
     EndpointError,
     HostedEndpoint,
     LocalEndpoint,
     ModelUnavailable,
+    Result,
     RoutedEndpoint,
     Stopped,
     build_endpoint,
@@ -40,13 +42,11 @@ class Recording(Endpoint):
         self.calls.append(("can_run", model.id))
         return self.runnable
 
-    def run(
-        self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *, stop: Any = None
-    ) -> list[Artifact]:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
         self.calls.append(("run", task, model.id, dict(inputs)))
         if self.error is not None:
             raise self.error
-        return [Artifact("text", value=f"from {self.name}")]
+        return Result(outputs=[Artifact("text", value=f"from {self.name}")], answered_by=self.name)
 
     def runs(self) -> int:
         return sum(c[0] == "run" for c in self.calls)
@@ -58,7 +58,11 @@ def routed(policy: str, local: Recording, hosted: Recording) -> RoutedEndpoint:
 
 def test_hybrid_runs_local_first_and_stops_there(tmp_path):
     local, hosted = Recording("local"), Recording("hosted")
-    arts = routed("hybrid", local, hosted).run("summarization", CARD, {"text": "x"}, tmp_path)
+    arts = (
+        routed("hybrid", local, hosted)
+        .run("summarization", CARD, {"text": "x"}, Call(out_dir=tmp_path))
+        .outputs
+    )
     assert arts == [Artifact("text", value="from local")]
     assert local.calls[-1] == ("run", "summarization", "acme/model", {"text": "x"})
     assert hosted.calls == []
@@ -66,7 +70,11 @@ def test_hybrid_runs_local_first_and_stops_there(tmp_path):
 
 def test_hybrid_goes_hosted_when_local_cannot_run_the_model(tmp_path):
     local, hosted = Recording("local", runnable=False), Recording("hosted")
-    arts = routed("hybrid", local, hosted).run("summarization", CARD, {"text": "x"}, tmp_path)
+    arts = (
+        routed("hybrid", local, hosted)
+        .run("summarization", CARD, {"text": "x"}, Call(out_dir=tmp_path))
+        .outputs
+    )
     assert arts == [Artifact("text", value="from hosted")]
     assert local.runs() == 0 and hosted.runs() == 1
 
@@ -81,7 +89,11 @@ def test_hybrid_goes_hosted_when_local_cannot_run_the_model(tmp_path):
 )
 def test_hybrid_falls_back_to_hosted_when_local_refuses_or_fails(tmp_path, error):
     local, hosted = Recording("local", error=error), Recording("hosted")
-    arts = routed("hybrid", local, hosted).run("summarization", CARD, {"text": "x"}, tmp_path)
+    arts = (
+        routed("hybrid", local, hosted)
+        .run("summarization", CARD, {"text": "x"}, Call(out_dir=tmp_path))
+        .outputs
+    )
     assert arts == [Artifact("text", value="from hosted")]
     assert local.runs() == 1 and hosted.runs() == 1
 
@@ -90,7 +102,7 @@ def test_hybrid_reports_both_failures(tmp_path):
     local = Recording("local", error=EndpointError("out of memory"))
     hosted = Recording("hosted", error=EndpointError("HTTP 503 loading"))
     with pytest.raises(EndpointError) as err:
-        routed("hybrid", local, hosted).run("summarization", CARD, {"text": "x"}, tmp_path)
+        routed("hybrid", local, hosted).run("summarization", CARD, {"text": "x"}, Call(out_dir=tmp_path))
     assert not isinstance(err.value, ModelUnavailable)  # it could run, it failed
     assert str(err.value) == "local: out of memory; hosted: HTTP 503 loading"
 
@@ -99,7 +111,7 @@ def test_hybrid_unavailable_when_no_backend_can_run(tmp_path):
     local = Recording("local", runnable=False)
     hosted = Recording("hosted", error=ModelUnavailable("HTTP 404"))
     with pytest.raises(ModelUnavailable, match="local: cannot run acme/model; hosted: HTTP 404"):
-        routed("hybrid", local, hosted).run("summarization", CARD, {"text": "x"}, tmp_path)
+        routed("hybrid", local, hosted).run("summarization", CARD, {"text": "x"}, Call(out_dir=tmp_path))
 
 
 def test_hybrid_does_not_fall_back_once_stopped(tmp_path):
@@ -114,7 +126,9 @@ def test_hybrid_does_not_fall_back_once_stopped(tmp_path):
 
     local.run = run_then_stop
     with pytest.raises(Stopped, match="acme/model: stopped"):
-        routed("hybrid", local, hosted).run("summarization", CARD, {"text": "x"}, tmp_path, stop=stop)
+        routed("hybrid", local, hosted).run(
+            "summarization", CARD, {"text": "x"}, Call(out_dir=tmp_path, stop=stop)
+        )
     assert hosted.runs() == 0
 
 
@@ -128,7 +142,7 @@ def test_local_endpoint_reports_a_stopped_run(tmp_path, monkeypatch):
     marker = threading.Event()
     monkeypatch.setattr(models_local, "run", stopped_run)
     with pytest.raises(Stopped, match="acme/model: stopped") as caught:
-        LocalEndpoint().run("summarization", CARD, {"text": "x"}, tmp_path, stop=marker)
+        LocalEndpoint().run("summarization", CARD, {"text": "x"}, Call(out_dir=tmp_path, stop=marker))
     assert not isinstance(caught.value, ModelUnavailable)  # a stop is not "cannot run this model"
 
 
@@ -136,11 +150,11 @@ def test_local_only_never_calls_hosted(tmp_path):
     local, hosted = Recording("local", error=EndpointError("boom")), Recording("hosted")
     endpoint = routed("local", local, hosted)
     with pytest.raises(EndpointError, match="local: boom"):
-        endpoint.run("summarization", CARD, {"text": "x"}, tmp_path)
+        endpoint.run("summarization", CARD, {"text": "x"}, Call(out_dir=tmp_path))
     local.runnable = False
     assert not endpoint.can_run(CARD)
     with pytest.raises(ModelUnavailable):
-        endpoint.run("summarization", CARD, {"text": "x"}, tmp_path)
+        endpoint.run("summarization", CARD, {"text": "x"}, Call(out_dir=tmp_path))
     assert hosted.calls == []
 
 
@@ -148,7 +162,7 @@ def test_hosted_only_never_calls_local(tmp_path):
     local, hosted = Recording("local"), Recording("hosted")
     endpoint = routed("hosted", local, hosted)
     assert endpoint.can_run(CARD)
-    assert endpoint.run("summarization", CARD, {"text": "x"}, tmp_path) == [
+    assert endpoint.run("summarization", CARD, {"text": "x"}, Call(out_dir=tmp_path)).outputs == [
         Artifact("text", value="from hosted")
     ]
     assert local.calls == []
@@ -198,7 +212,9 @@ def test_local_endpoint_runs_a_tiny_model_from_a_folder(tiny_bert, tmp_path):
     card = ModelCard(id="tiny/bert-classifier", task="text-classification", path=str(tiny_bert))
     local = LocalEndpoint()
     assert local.can_run(card)
-    arts = local.run("text-classification", card, {"text": "the cat sat on the mat"}, tmp_path)
+    arts = local.run(
+        "text-classification", card, {"text": "the cat sat on the mat"}, Call(out_dir=tmp_path)
+    ).outputs
     assert all(isinstance(a, Artifact) for a in arts)
     kinds = {a.kind: a for a in arts}
     assert set(kinds) >= {"text", "data"}
@@ -215,7 +231,7 @@ def test_local_endpoint_refuses_what_the_runtime_cannot_serve(tiny_bert, tmp_pat
     nothing.mkdir()
     card = ModelCard(id="tiny/empty", task="text-classification", path=str(nothing))
     with pytest.raises(EndpointError, match="tiny/empty") as err:
-        local.run("text-classification", card, {"text": "x"}, tmp_path)
+        local.run("text-classification", card, {"text": "x"}, Call(out_dir=tmp_path))
     assert "Traceback" not in str(err.value) and len(str(err.value)) < 400
 
 
@@ -240,13 +256,15 @@ def test_local_endpoint_maps_runtime_errors(monkeypatch, tmp_path):
     card = ModelCard(id="acme/foo", task="image-to-image", path="/models/foo")
     monkeypatch.setattr(models_local, "run", unsupported)
     with pytest.raises(ModelUnavailable, match="acme/foo: cannot run locally: unknown architecture FooNet"):
-        local.run("image-to-image", card, {"image": tmp_path / "in.png"}, tmp_path)
+        local.run("image-to-image", card, {"image": tmp_path / "in.png"}, Call(out_dir=tmp_path))
     monkeypatch.setattr(models_local, "run", broken)
     with pytest.raises(EndpointError, match="acme/foo failed locally: shape mismatch") as err:
-        local.run("image-to-image", card, {"image": tmp_path / "in.png"}, tmp_path)
+        local.run("image-to-image", card, {"image": tmp_path / "in.png"}, Call(out_dir=tmp_path))
     assert not isinstance(err.value, ModelUnavailable) and len(str(err.value)) < 400
     monkeypatch.setattr(models_local, "run", fine)
-    arts = local.run("image-to-image", card, {"image": tmp_path / "in.png", "text": "red"}, tmp_path)
+    arts = local.run(
+        "image-to-image", card, {"image": tmp_path / "in.png", "text": "red"}, Call(out_dir=tmp_path)
+    ).outputs
     assert arts == [Artifact("image", path=tmp_path / "a.png"), Artifact("text", value="ok")]
     # The runtime gets the card's folder and plain string arguments.
     assert seen == [("image-to-image", "/models/foo", {"image": str(tmp_path / "in.png"), "text": "red"})]
@@ -259,13 +277,13 @@ def test_hybrid_with_real_backends_falls_back_to_a_hosted_url(tiny_bert, tmp_pat
         endpoint = build_endpoint("hybrid", timeout=5)
         url = hf.url_for("summarization")
         huge = ModelCard(id="acme/big", task="summarization", size_bytes=10**15, endpoint_url=url)
-        assert endpoint.run("summarization", huge, {"text": "one two three four"}, tmp_path) == [
-            Artifact("text", value="one two three")
-        ]
+        assert endpoint.run(
+            "summarization", huge, {"text": "one two three four"}, Call(out_dir=tmp_path)
+        ).outputs == [Artifact("text", value="one two three")]
         wrong = ModelCard(id="tiny/bert", task="summarization", path=str(tiny_bert), endpoint_url=url)
-        assert endpoint.run("summarization", wrong, {"text": "five six seven eight"}, tmp_path) == [
-            Artifact("text", value="five six seven")
-        ]
+        assert endpoint.run(
+            "summarization", wrong, {"text": "five six seven eight"}, Call(out_dir=tmp_path)
+        ).outputs == [Artifact("text", value="five six seven")]
         assert len(hf.calls("summarization")) == 2
 
 
@@ -294,3 +312,20 @@ def test_a_routes_footprint_is_the_worst_of_its_fallbacks_so_limits_hold_on_each
     assert small_download is not None and small_download.limit == "download"
     local.runnable = False  # a route that cannot fall back here keeps the first backend's footprint
     assert route.footprint(CARD).where == "remote" and why_not(Limits(max_model_bytes=10_000), CARD, worst)
+
+
+def test_the_result_says_which_backend_answered_through_the_run_wrappers(tmp_path):
+    """One typed result from every layer: the router's backend, or the cache when no model ran."""
+    from hugginggpt.cache import CachingEndpoint, ResultCache
+    from hugginggpt.endpoints.observed import ObservedEndpoint
+
+    local, hosted = Recording("local", error=EndpointError("boom")), Recording("hosted")
+    stack = ObservedEndpoint(
+        CachingEndpoint(routed("hybrid", local, hosted), ResultCache(tmp_path / "cache", 10**6), "s"),
+        where="hybrid",
+    )
+    first = stack.run("summarization", CARD, {"text": "x"}, Call(out_dir=tmp_path / "a"))
+    second = stack.run("summarization", CARD, {"text": "x"}, Call(out_dir=tmp_path / "b"))
+    assert (first.answered_by, first.cached) == ("hosted", False)
+    assert (second.answered_by, second.cached) == ("cache", True) and second.outputs == first.outputs
+    assert hosted.runs() == 1

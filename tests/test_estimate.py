@@ -16,7 +16,7 @@ import models_local
 from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.cli import main
 from hugginggpt.config import Settings, load_settings
-from hugginggpt.endpoints import LocalEndpoint
+from hugginggpt.endpoints import Call, LocalEndpoint
 from hugginggpt.estimate import Estimator
 from hugginggpt.events import Done, ErrorKind, Outcome, PickSource
 from hugginggpt.llm import OpenAICompatibleLLM
@@ -99,7 +99,7 @@ def test_calls_that_find_the_model_loaded_are_learnt_apart_from_first_calls(tiny
     first = estimator.estimate(endpoint, model)
     assert first.where == "local:cpu"
     estimator.times.add(model.id, model.task, first.where, 0.5)  # a first call: it loaded the model
-    endpoint.run(model.task, model, {"text": "a good cat"}, tmp_path / "out")
+    endpoint.run(model.task, model, {"text": "a good cat"}, Call(out_dir=tmp_path / "out"))
     warm = estimator.estimate(endpoint, model)
     assert warm.where == "local:cpu loaded" and warm.seconds == 0.5  # bounded by the first calls
     estimator.times.add(model.id, model.task, warm.where, 0.01)
@@ -336,3 +336,20 @@ def test_a_user_catalog_entry_may_price_a_provider(tmp_path):
     catalog = load_catalog([tmp_path / "mine.jsonl"], shipped=None)
     assert catalog.get("acme/paint").providers[0].price_usd == 0.01
     assert catalog.get("acme/paint2") is None and "price_usd: a number" in catalog.problems[0]
+
+
+def test_under_a_limit_the_plan_streams_and_no_task_starts_before_the_whole_plan_is_screened(
+    server, tmp_path
+):
+    """One task graph whatever the limits: with one set, the tasks arrive as the plan streams, and
+    the graph holds their start until the whole plan's picks are screened (here a swap)."""
+    sizes = {**SIZES, "draw/big": (int(0.8 * GB), int(0.8 * GB)), "read/only": (GB // 2, GB // 2)}
+    server.script("plan", PLAN).script("select", '{"0": {"id": "draw/big", "reason": "prettier"}}')
+    server.script("respond", "a cat, described")
+    endpoint = SizedEndpoint(sizes=sizes)
+    done = run(pipeline(server, tmp_path, endpoint, max_download_gb=1.0), tmp_path)
+    assert done.ok, done.error
+    assert [c[1] for c in endpoint.calls] == ["draw/small", "read/only"]  # the swapped pick ran
+    streamed = done.trace["plan_stream"]["tasks"]  # the streaming run's, as without a limit
+    assert [t["id"] for t in streamed] == [0, 1]
+    assert min(t["started"] for t in streamed) >= done.trace["timings"]["plan"]

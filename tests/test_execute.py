@@ -6,11 +6,13 @@ import time
 import pytest
 from fakes.endpoints import FakeEndpoint, cards
 
-from hugginggpt.events import PickSource, TaskFailed, TaskSkipped, TaskStarted
-from hugginggpt.execute import ExecutionSettings, RunContext, execute_steps
+from hugginggpt import steps
+from hugginggpt.events import PickSource, Stage, StageStarted, TaskFailed, TaskSkipped, TaskStarted
+from hugginggpt.execute import ExecutionSettings, RunContext
 from hugginggpt.plan import parse_plan
 from hugginggpt.records import TaskStatus
 from hugginggpt.selection import Choice
+from hugginggpt.task_graph import execute_steps
 from hugginggpt.workspace import Workspace
 
 
@@ -43,11 +45,8 @@ def context(workspace, endpoint, cancelled=None, **settings):
 def drain(stream):
     """Every event of an execution, and its records by task id."""
     events = []
-    while True:
-        try:
-            events.append(next(stream))
-        except StopIteration as end:
-            return events, {r.id: r for r in end.value}
+    records = steps.drain(stream, events.append)
+    return events, {r.id: r for r in records}
 
 
 def run(plan, endpoint, workspace, **settings):
@@ -84,7 +83,8 @@ def test_outputs_flow_along_the_chain(workspace):
     assert in0["image"] == workspace.uploads_dir / "cat.png"
     assert in1["text"].startswith("image-to-text by m1 on image=cat.png")  # <resource>-0 became its text
     assert in2["image"] == records[1].output("image").path
-    order = [(type(e).__name__, e.task_id) for e in events]
+    assert events[0] == StageStarted(Stage.EXECUTE)  # the graph announces its first start
+    order = [(type(e).__name__, e.task_id) for e in events[1:]]
     assert order == [
         ("TaskStarted", 0),
         ("TaskFinished", 0),
@@ -151,6 +151,7 @@ def test_cancelling_stops_a_running_call_at_once(workspace):
     endpoint = FakeEndpoint(hanging={"m1", "m2"}, hang=20)
     cancelled = threading.Event()
     stream = execute_steps(plan, choose(plan), context(workspace, endpoint, cancelled, task_timeout=30))
+    assert next(stream) == StageStarted(Stage.EXECUTE)
     assert isinstance(next(stream), TaskStarted)
     threading.Timer(0.2, cancelled.set).start()
     events, records = drain(stream)  # ends soon after the cancel, not after the 20 s the call would take
@@ -185,6 +186,7 @@ def test_closing_the_stream_cancels_tasks_not_yet_started(workspace):
     endpoint = FakeEndpoint(duration=0.2)
     cancelled = threading.Event()
     stream = execute_steps(CHAIN, choose(CHAIN), context(workspace, endpoint, cancelled))
+    assert next(stream) == StageStarted(Stage.EXECUTE)
     assert isinstance(next(stream), TaskStarted)
     stream.close()
     assert cancelled.is_set()

@@ -13,14 +13,17 @@ from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import Catalog
 from hugginggpt.cli import result_json
 from hugginggpt.config import Settings
+from hugginggpt.endpoints import Result
 from hugginggpt.events import Done, ErrorKind, Outcome, TaskSkipped
-from hugginggpt.execute import RunContext, execute_steps
+from hugginggpt.execute import RunContext
 from hugginggpt.llm import LLMError, LLMLimits, OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.plan import Plan, Task
 from hugginggpt.records import TaskStatus
 from hugginggpt.respond import missing_files
 from hugginggpt.selection import Choice
+from hugginggpt.steps import collect, drain
+from hugginggpt.task_graph import execute_steps
 from hugginggpt.workspace import Workspace
 
 CATALOG = Catalog(cards(("tts", "text-to-speech", 10), ("sum", "summarization", 10)))
@@ -63,7 +66,7 @@ def test_deeply_nested_selection_reply_means_top_ranked_models_not_a_crash(serve
     catalog = Catalog(cards(("sum-a", "summarization", 10), ("sum-b", "summarization", 5)))
     server.script("plan", plan).script("select", "{" * 20_000).script("respond", "ok")
     p = Pipeline(llm=llm(server), catalog=catalog, endpoint=FakeEndpoint(), settings=Settings())
-    done = list(p.run("sum", workspace=Workspace(tmp_path / "c")))[-1]
+    done = collect(p.run("sum", workspace=Workspace(tmp_path / "c")))
     assert done.ok and done.trace["choices"]["0"]["source"] == "not_a_candidate"
 
 
@@ -74,14 +77,9 @@ def test_a_long_chain_whose_first_task_fails_skips_the_rest_without_recursion(tm
     choices = {t.id: Choice(t.id, t.task, None, "no model here") for t in plan.tasks}
     workspace = Workspace(tmp_path / "c")
     stream = execute_steps(plan, choices, RunContext(FakeEndpoint(), workspace, workspace.run_dir("r")))
-    skipped = 0
-    while True:
-        try:
-            skipped += isinstance(next(stream), TaskSkipped)
-        except StopIteration as end:
-            records = end.value
-            break
-    assert skipped == n - 1 and records[0].status is TaskStatus.FAILED
+    events: list = []
+    records = drain(stream, events.append)
+    assert sum(isinstance(e, TaskSkipped) for e in events) == n - 1 and records[0].status is TaskStatus.FAILED
     assert all(r.status is TaskStatus.SKIPPED for r in records[1:])
 
 
@@ -108,8 +106,8 @@ def test_a_huge_text_argument_is_refused_before_the_model_runs(server, tmp_path)
 
 def test_a_huge_model_output_is_cut_in_the_record_trace_and_json(server, tmp_path):
     class Chatty(FakeEndpoint):
-        def run(self, task, model, inputs, out_dir, *, stop=None):
-            return [Artifact("text", value="blah " * 200_000)]
+        def run(self, task, model, inputs, call):
+            return Result(outputs=[Artifact("text", value="blah " * 200_000)], answered_by=self.name)
 
     plan = '{"tasks": [{"task": "summarization", "id": 0, "dep": [-1], "args": {"text": "x"}}]}'
     server.script("plan", plan).script("respond", "done")

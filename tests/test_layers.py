@@ -67,3 +67,12 @@ def test_no_two_modules_of_the_core_import_each_other():
         if a in deps[b] and not (b.startswith(a + ".") or a.startswith(b + "."))
     }
     assert not both
+
+
+def test_no_import_cycles_counting_type_only_imports():
+    """tools/import_cycles.py reads every import, those under TYPE_CHECKING and in functions too."""
+    import runpy
+
+    found = runpy.run_path(str(ROOT / "tools" / "import_cycles.py"))
+    assert found["cycles"](found["graph"](["hugginggpt", "webui", "models_local"])) == []
+    assert found["cycles"]({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -34,14 +34,14 @@ class GatedEndpoint(FakeEndpoint):
     gate: threading.Event = field(default_factory=threading.Event)
     waiting: threading.Event = field(default_factory=threading.Event)  # the captioner has started
 
-    def run(self, task, model, inputs, out_dir, *, stop=None):
+    def run(self, task, model, inputs, call):
         if task == "image-to-text":
             self.waiting.set()
             while not self.gate.wait(0.02):
-                if stop is not None and stop.is_set():
+                if call.stop is not None and call.stop.is_set():
                     self.stopped.append(model.id)
                     raise Stopped(f"{model.id}: stopped")
-        return super().run(task, model, inputs, out_dir, stop=stop)
+        return super().run(task, model, inputs, call)
 
 
 def slow_app(llm_server, workdir, **more) -> tuple[ChatApp, GatedEndpoint]:

@@ -65,9 +65,9 @@ class TimedEndpoint(FakeEndpoint):
         self.started: dict[str, float] = {}
         self.warmed: list[tuple[str, str]] = []
 
-    def run(self, task, model, inputs, out_dir, *, stop=None):
+    def run(self, task, model, inputs, call):
         self.started.setdefault(f"{task}:{model.id}", time.monotonic())
-        return super().run(task, model, inputs, out_dir, stop=stop)
+        return super().run(task, model, inputs, call)
 
     def warm(self, task, model):
         self.warmed.append((task, model.id))

@@ -12,7 +12,7 @@ from fakes.llm_server import FakeLLMServer
 
 import models_local
 from hugginggpt.catalog import Catalog, ModelCard
-from hugginggpt.endpoints import HostedEndpoint
+from hugginggpt.endpoints import Call, HostedEndpoint
 from hugginggpt.llm import OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.plan import parse_plan
@@ -94,6 +94,8 @@ def test_sampling_tasks_get_a_seed_that_is_recorded_and_reaches_the_endpoint(tmp
 def test_hosted_text_to_image_sends_the_seed(tmp_path):
     with FakeHFServer() as hf, loopback_only():
         card = ModelCard(id="acme/draw", task="text-to-image", endpoint_url=hf.url_for("text-to-image"))
-        HostedEndpoint(timeout=5).run("text-to-image", card, {"text": "a cat", "seed": 42}, tmp_path)
+        HostedEndpoint(timeout=5).run(
+            "text-to-image", card, {"text": "a cat", "seed": 42}, Call(out_dir=tmp_path)
+        )
         (request,) = hf.calls("text-to-image")
     assert request.json()["parameters"]["seed"] == 42

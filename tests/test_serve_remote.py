@@ -20,6 +20,7 @@ from serve_support import free_port
 from hugginggpt.catalog import ModelCard
 from hugginggpt.config import Settings, load_settings
 from hugginggpt.endpoints import (
+    Call,
     EndpointError,
     HostedEndpoint,
     LocalEndpoint,
@@ -55,21 +56,27 @@ def test_the_hosted_endpoint_at_a_model_url_gets_what_the_runtime_makes(served, 
     with loopback_only():
         labels = by_kind(
             hosted.run(
-                "image-classification", card("tiny/vit", "image-classification"), {"image": photo}, tmp_path
-            )
+                "image-classification",
+                card("tiny/vit", "image-classification"),
+                {"image": photo},
+                Call(out_dir=tmp_path),
+            ).outputs
         )
         speech = by_kind(
             hosted.run(
-                "text-to-speech", card("tiny/vits", "text-to-speech"), {"text": "hello world"}, tmp_path
-            )
+                "text-to-speech",
+                card("tiny/vits", "text-to-speech"),
+                {"text": "hello world"},
+                Call(out_dir=tmp_path),
+            ).outputs
         )
         heard = by_kind(
             hosted.run(
                 "automatic-speech-recognition",
                 card("tiny/wav2vec2-ctc", "automatic-speech-recognition"),
                 {"audio": tone},
-                tmp_path,
-            )
+                Call(out_dir=tmp_path),
+            ).outputs
         )
     assert labels["data"] == served.local("image-classification", "tiny/vit", image=str(photo))["data"]
     got, rate = sf.read(speech["audio"], dtype="float32")
@@ -95,15 +102,21 @@ def test_the_remote_endpoint_runs_what_the_server_offers_even_offline(served, re
         assert remote.can_run(ModelCard(id=model, task=task)) is expected, (model, task)
     drawn = by_kind(
         remote.run(
-            "text-to-image", ModelCard(id="tiny/sd", task="text-to-image"), {"text": "a red cat"}, tmp_path
-        )
+            "text-to-image",
+            ModelCard(id="tiny/sd", task="text-to-image"),
+            {"text": "a red cat"},
+            Call(out_dir=tmp_path),
+        ).outputs
     )
     want = served.local("text-to-image", "tiny/sd", text="a red cat")  # the server's seed, 25 steps
     assert np.array_equal(pixels(drawn["image"]), pixels(want["image"]))
     found = by_kind(
         remote.run(
-            "object-detection", ModelCard(id="tiny/detr", task="object-detection"), {"image": photo}, tmp_path
-        )
+            "object-detection",
+            ModelCard(id="tiny/detr", task="object-detection"),
+            {"image": photo},
+            Call(out_dir=tmp_path),
+        ).outputs
     )
     assert found["data"] == served.local("object-detection", "tiny/detr", image=str(photo))["data"]
     assert remote.describe() == f"remote (the expert server at {served.url})"
@@ -119,7 +132,7 @@ def test_offline_mode_still_refuses_every_other_host(served, remote, tmp_path):
     )
     with pytest.raises(ModelUnavailable, match="HF_HUB_OFFLINE"):
         HostedEndpoint(timeout=10).run(
-            "image-classification", card, {"image": served.files / "photo.png"}, tmp_path
+            "image-classification", card, {"image": served.files / "photo.png"}, Call(out_dir=tmp_path)
         )
 
 
@@ -140,7 +153,9 @@ def test_an_unreachable_server_offers_nothing_and_says_why(served, tmp_path, cap
     assert remote.can_run(card) is False
     assert "cannot say what it serves" in caplog.text
     with pytest.raises(EndpointError, match="refused"):
-        remote.run("image-classification", card, {"image": served.files / "photo.png"}, tmp_path)
+        remote.run(
+            "image-classification", card, {"image": served.files / "photo.png"}, Call(out_dir=tmp_path)
+        )
 
 
 def test_stop_closes_the_call_and_the_server_stops_the_model(served, remote, monkeypatch, tmp_path):
@@ -154,8 +169,7 @@ def test_stop_closes_the_call_and_the_server_stops_the_model(served, remote, mon
             "text-to-image",
             ModelCard(id="tiny/sd", task="text-to-image"),
             {"text": "a slow cat"},
-            tmp_path,
-            stop=stop,
+            Call(out_dir=tmp_path, stop=stop),
         )
     assert time.monotonic() - start < 5
     while len(served.backend.replies) == before and time.monotonic() - start < 30:
@@ -184,7 +198,11 @@ def test_hybrid_falls_back_to_this_process_for_a_model_the_server_lacks(served, 
     hybrid = build_endpoint("hybrid", experts_url=served.url)
     before = len(served.backend.replies)
     card = ModelCard(id="tiny/mine", task="image-classification", path=tiny_vit, local=True)
-    got = by_kind(hybrid.run("image-classification", card, {"image": served.files / "photo.png"}, tmp_path))
+    got = by_kind(
+        hybrid.run(
+            "image-classification", card, {"image": served.files / "photo.png"}, Call(out_dir=tmp_path)
+        ).outputs
+    )
     assert len(served.backend.replies) == before  # the server was not asked
     assert (
         got["data"]

@@ -25,6 +25,7 @@ from hugginggpt.endpoints import build_endpoint
 from hugginggpt.events import Done, Outcome
 from hugginggpt.llm import OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
+from hugginggpt.steps import collect
 from hugginggpt.workspace import Workspace
 from models_local.serve import LocalBackend, ServerSettings, create_app
 
@@ -184,7 +185,7 @@ def test_a_collector_that_is_down_changes_no_requests_outcome(tmp_path, monkeypa
         pipeline = Pipeline(llm=client, catalog=catalog, endpoint=FakeEndpoint(), settings=Settings())
         try:
             for i in range(3):
-                done = list(pipeline.run("sum it up", workspace=Workspace(tmp_path / f"c{i}")))[-1]
+                done = collect(pipeline.run("sum it up", workspace=Workspace(tmp_path / f"c{i}")))
                 assert done.outcome is Outcome.ANSWERED and done.answer == "Summarized."
         finally:
             monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT")

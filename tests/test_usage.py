@@ -9,20 +9,22 @@ import json
 from fakes.llm_server import FakeLLMServer
 
 from hugginggpt import cli
-from hugginggpt.usage import Prices, summarize
+from hugginggpt.llm import LLMCall
+from hugginggpt.llm import Usage as Tokens
+from hugginggpt.usage import Prices, Usage
 
 
 def test_tokens_are_summed_by_stage_and_priced_per_million():
     calls = [
-        {"stage": "plan", "usage": {"prompt_tokens": 1000, "completion_tokens": 100}},
-        {"stage": "plan", "usage": {"prompt_tokens": 1200, "completion_tokens": 80}},
-        {"stage": "respond", "usage": {"prompt_tokens": 500, "completion_tokens": None}},
+        LLMCall("plan", [], usage=Tokens(1000, 100)),
+        LLMCall("plan", [], usage=Tokens(1200, 80)),
+        LLMCall("respond", [], usage=Tokens(500, None)),  # type: ignore[arg-type]  # a server left it out
     ]
-    spent = summarize(calls, Prices(input=2.0, output=10.0))
+    spent = Usage.summed(calls, Prices(input=2.0, output=10.0)).to_json()
     assert spent["by_stage"]["plan"] == {"input_tokens": 2200, "output_tokens": 180, "cost": 0.0062}
     assert (spent["input_tokens"], spent["output_tokens"], spent["total_tokens"]) == (2700, 180, 2880)
     assert spent["cost"] == round((2700 * 2.0 + 180 * 10.0) / 1e6, 6)
-    assert summarize(calls)["cost"] is None  # no prices set: no cost is made up
+    assert Usage.summed(calls).cost is None  # no prices set: no cost is made up
 
 
 def test_the_cli_shows_tokens_and_cost_in_its_summary_line_and_json(tmp_path, monkeypatch):

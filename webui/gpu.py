@@ -21,9 +21,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from hugginggpt.artifacts import Artifact
+from hugginggpt import tasks as task_types
 from hugginggpt.catalog import ModelCard
-from hugginggpt.endpoints import Endpoint, LocalEndpoint, StopSignal, WrappedEndpoint
+from hugginggpt.endpoints import Call, Endpoint, LocalEndpoint, Result, WrappedEndpoint
 
 try:
     import spaces
@@ -34,35 +34,19 @@ log = logging.getLogger(__name__)
 
 MAX_SECONDS = 120  # the longest one call may hold the GPU (ZeroGPU's tier limit; set by the app)
 LOAD_SECONDS_PER_GB = 4  # from disk to the GPU, with margin
-# Seconds to run once loaded, by task; others take BASE_SECONDS.
-RUN_SECONDS = {
-    "text-to-image": 40,
-    "image-to-image": 40,
-    "text-to-video": 110,
-    "text-to-speech": 20,
-    "automatic-speech-recognition": 30,
-    "audio-to-audio": 30,
-    "text-generation": 30,
-    "conversational": 30,
-    "image-to-text": 20,
-    "visual-question-answering": 20,
-    "document-question-answering": 20,
-}
-CONTROLNET_SECONDS = 45  # "<control>-text-to-image" tasks: a ControlNet and a base model
-BASE_SECONDS = 10
 
 
 def gpu_seconds(task: str, model: ModelCard) -> int:
     """How long a call may hold the GPU: loading the weights plus running the task, at most MAX_SECONDS."""
     size_gb = (model.size_bytes or 2 * 10**9) / 10**9
-    run = CONTROLNET_SECONDS if task.endswith("-text-to-image") and task != "text-to-image" else None
-    run = run or RUN_SECONDS.get(task, BASE_SECONDS)
+    spec = task_types.get(task)
+    run = spec.gpu_seconds if spec is not None else task_types.TaskSpec.gpu_seconds
     return int(min(MAX_SECONDS, 5 + size_gb * LOAD_SECONDS_PER_GB + run))
 
 
-def _on_gpu(endpoint: Endpoint, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> list:
+def _on_gpu(endpoint: Endpoint, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> Result:
     """Runs on the GPU (in ZeroGPU's worker process on a Space)."""
-    return endpoint.run(task, model, inputs, out_dir)
+    return endpoint.run(task, model, inputs, Call(out_dir=out_dir))
 
 
 def _duration(endpoint: Endpoint, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path) -> int:
@@ -114,14 +98,13 @@ class GPUEndpoint(WrappedEndpoint):
         task: str,
         model: ModelCard,
         inputs: dict[str, Any],
-        out_dir: Path,
-        *,
-        stop: StopSignal | None = None,
-    ) -> list[Artifact]:
-        if stop is not None and stop.is_set():
-            return self.inner.run(task, model, inputs, out_dir, stop=stop)  # ends at once, as Stopped
-        _prefetch(model)  # weights on disk before the GPU is held
-        # `stop` stays here: ZeroGPU runs the call in another process, which would not see it set.
+        call: Call,
+    ) -> Result:
+        if call.stop is not None and call.stop.is_set():
+            return self.inner.run(task, model, inputs, call)  # ends at once, as Stopped
+        _prefetch(model, call)  # weights on disk before the GPU is held
+        # The stop and the progress stay here: ZeroGPU runs the call in another process.
+        out_dir = call.out_dir
         if self.context is None:
             return self.runner(self.inner, task, model, inputs, out_dir)
         # A copy per call: one Context cannot be entered by two threads at once. spaces.GPU reads
@@ -129,8 +112,8 @@ class GPUEndpoint(WrappedEndpoint):
         return self.context.copy().run(self.runner, self.inner, task, model, inputs, out_dir)
 
 
-def _prefetch(model: ModelCard) -> None:
+def _prefetch(model: ModelCard, call: Call) -> None:
     try:
-        LocalEndpoint.prefetch(model)
+        LocalEndpoint.prefetch(model, call.progress)
     except Exception as exc:  # noqa: BLE001 (the call itself reports what is wrong, in its words)
         log.info("prefetching %s failed: %s", model.id, exc)

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from hugginggpt import tasks as task_types
+
 REGENERATE = "regenerate:"
 EDIT_PLAN = "edit-plan"
 CONTINUE = "continue"  # a run a restart cut off, taken up where it stopped (webui.resume_runs)
-_KINDS = {"text-to-speech": "voice", "text-to-video": "video"}
+_WORDS = {"audio": "voice"}  # a regenerated output's kind, in the option's words
 
 
 def options(conv: Any) -> list[dict[str, str]]:
@@ -27,11 +29,17 @@ def options(conv: Any) -> list[dict[str, str]]:
         return []
     tasks = draft.plan.by_id()
     regenerate = [
-        {"label": f"↻ New {_KINDS.get(tasks[i].task, 'image')} for task {i}", "value": f"{REGENERATE}{i}"}
+        {"label": f"↻ New {_made(tasks[i].task)} for task {i}", "value": f"{REGENERATE}{i}"}
         for i in sorted(draft.made_media)
         if i in tasks
     ]
     return [*regenerate, {"label": "✎ Edit the plan", "value": EDIT_PLAN}]
+
+
+def _made(task: str) -> str:
+    spec = task_types.get(task)
+    kind = spec.outputs[0] if spec is not None else "image"
+    return _WORDS.get(kind, kind)
 
 
 def with_options(messages: list[dict[str, Any]], offered: list[dict[str, str]]) -> list[dict[str, Any]]:

@@ -1,10 +1,13 @@
 """Where models run. The pipeline talks to every endpoint through `Endpoint`."""
 
 from .base import (
+    CACHE,
+    Call,
     Endpoint,
     EndpointError,
     Footprint,
     ModelUnavailable,
+    Result,
     Stopped,
     StopSignal,
     WrappedEndpoint,
@@ -52,6 +55,9 @@ def build_endpoint(
 
 
 __all__ = [
+    "CACHE",
+    "Call",
+    "Result",
     "Endpoint",
     "EndpointError",
     "Footprint",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,11 +30,35 @@ class StopSignal(Protocol):
     def is_set(self) -> bool: ...
 
 
-# Where the task being run wants to hear how its model's download and load go: (phase "download" or
-# "load", bytes so far, bytes in all). The executor sets it around each call, so that every wrapper
-# (cache, router, telemetry) passes it on untouched; an endpoint that downloads or loads (local) calls it.
+# How a model's download and load go: (phase "download" or "load", bytes so far, bytes in all).
 ProgressReport = Callable[[str, int, int], None]
-progress_report: ContextVar[ProgressReport | None] = ContextVar("progress_report", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Call:
+    """What one call needs besides its task, model and inputs, passed whole through every wrapper
+    (cache, router, observer, ZeroGPU): where its files go, when to stop, whom to tell how the
+    model's download and load go (an endpoint that downloads or loads calls it)."""
+
+    out_dir: Path
+    stop: StopSignal | None = None
+    progress: ProgressReport | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Result:
+    """What a call made, and which backend answered: an endpoint's name ("local", "hosted",
+    "remote", ...), or "cache" when the result cache served it and no model ran."""
+
+    outputs: list[Artifact]
+    answered_by: str
+
+    @property
+    def cached(self) -> bool:
+        return self.answered_by == CACHE
+
+
+CACHE = "cache"
 
 
 @dataclass(frozen=True)
@@ -63,17 +86,16 @@ class Endpoint(ABC):
         task: str,
         model: ModelCard,
         inputs: dict[str, Any],
-        out_dir: Path,
-        *,
-        stop: StopSignal | None = None,
-    ) -> list[Artifact]:
+        call: Call,
+    ) -> Result:
         """Run `task` with `model`.
 
         `inputs` maps the task's argument names to values: a str for text arguments, an absolute
         Path inside the workspace for image/audio/video arguments. Files the task makes go under
-        `out_dir`. Returns at least one artifact of each kind the task spec lists in `outputs`.
-        Raises EndpointError (or ModelUnavailable) on failure. Once `stop` is set the call may end
-        early with Stopped; endpoints that cannot interrupt their work ignore it.
+        `call.out_dir`. The result holds at least one artifact of each kind the task spec lists in
+        `outputs`, and the name of the backend that answered. Raises EndpointError (or
+        ModelUnavailable) on failure. Once `call.stop` is set the call may end early with Stopped;
+        endpoints that cannot interrupt their work ignore it.
         """
 
     def warm(self, task: str, model: ModelCard) -> bool:

@@ -15,16 +15,14 @@ import logging
 import os
 import re
 import time
-from pathlib import Path
 from typing import Any
 
-from ..artifacts import Artifact
 from ..catalog import ModelCard
 from ..model_ids import hub_id_problem
 from ..plain_errors import in_words
 from ..text import shorten
 from . import transport
-from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal
+from .base import Call, Endpoint, EndpointError, Footprint, ModelUnavailable, Result, Stopped, StopSignal
 from .hosted_routes import AUTO, NO_TOKEN_NEEDED, ProviderBook, pick, why_not
 from .hosted_tasks import CONTROLNET_OPS, OPS, TaskOp, to_artifacts
 
@@ -129,11 +127,9 @@ class HostedEndpoint(Endpoint):
         task: str,
         model: ModelCard,
         inputs: dict[str, Any],
-        out_dir: Path,
-        *,
-        stop: StopSignal | None = None,
-    ) -> list[Artifact]:
-        # `stop` ends the retries; an HTTP call in flight cannot be taken back (the time-out bounds it).
+        call: Call,
+    ) -> Result:
+        # `call.stop` ends the retries; an HTTP call in flight cannot be taken back (the time-out bounds it).
         op = self._op(task, model)
         if op is None:
             raise ModelUnavailable(f"{model.id}: hosted inference has no method for task {task!r}")
@@ -148,11 +144,11 @@ class HostedEndpoint(Endpoint):
             if refusal is not None:  # known before any request: the next candidate gets the turn
                 raise ModelUnavailable(f"{model.id}: {refusal}")
         try:
-            result = self._call_with_retries(op, self._client(model, provider), inputs, where, stop)
+            result = self._call_with_retries(op, self._client(model, provider), inputs, where, call.stop)
         except EndpointError as exc:  # messages reach the chat, traces and the LLM: never a token
             raise type(exc)(_redact(str(exc), self.token)) from None
         try:
-            return to_artifacts(op, result, inputs, out_dir, task)
+            return Result(outputs=to_artifacts(op, result, inputs, call.out_dir, task), answered_by=self.name)
         except Exception as exc:
             message = f"{where}: unexpected output for {task}: {shorten(exc)}"
             raise EndpointError(_redact(message, self.token)) from exc

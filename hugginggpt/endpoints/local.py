@@ -15,7 +15,7 @@ from ..artifacts import Artifact
 from ..catalog import ModelCard
 from ..plain_errors import in_words
 from ..text import shorten
-from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal, progress_report
+from .base import Call, Endpoint, EndpointError, Footprint, ModelUnavailable, ProgressReport, Result, Stopped
 
 log = logging.getLogger(__name__)
 
@@ -37,15 +37,14 @@ class LocalEndpoint(Endpoint):
         return True
 
     @staticmethod
-    def prefetch(model: ModelCard) -> None:
+    def prefetch(model: ModelCard, progress: ProgressReport | None = None) -> None:
         """Download the model's weights now, without loading them (ZeroGPU: before the GPU is held).
-        A no-op without the runtime; raises what the download raised. The download's progress goes to
-        the running task's progress_report, as a call's does."""
+        A no-op without the runtime; raises what the download raised; `progress` hears how it goes."""
         try:
             import models_local
         except ImportError:
             return
-        models_local.prefetch(model.source, progress=progress_report.get())
+        models_local.prefetch(model.source, progress=progress)
 
     def can_run(self, model: ModelCard) -> bool:
         try:
@@ -87,18 +86,17 @@ class LocalEndpoint(Endpoint):
         task: str,
         model: ModelCard,
         inputs: dict[str, Any],
-        out_dir: Path,
-        *,
-        stop: StopSignal | None = None,
-    ) -> list[Artifact]:
+        call: Call,
+    ) -> Result:
         try:
             import models_local
         except ImportError as exc:
             raise ModelUnavailable(f"{model.id}: the local runtime is not installed ({exc})") from None
         args = {name: str(value) for name, value in inputs.items()}  # the runtime takes plain strings
         try:
-            progress = progress_report.get()
-            raw = models_local.run(task, model.source, args, Path(out_dir), stop=stop, progress=progress)
+            raw = models_local.run(
+                task, model.source, args, Path(call.out_dir), stop=call.stop, progress=call.progress
+            )
         except models_local.Stopped:
             raise Stopped(f"{model.id}: stopped") from None
         except models_local.RuntimeUnsupported as exc:
@@ -106,7 +104,7 @@ class LocalEndpoint(Endpoint):
         except Exception as exc:  # the model failed while loading or running: let the caller fall back
             raise EndpointError(f"{model.id} failed locally: {in_words(exc)}") from exc
         try:
-            return [Artifact.from_dict(item) for item in raw]
+            return Result(outputs=[Artifact.from_dict(item) for item in raw], answered_by=self.name)
         except (KeyError, TypeError, ValueError) as exc:
             raise EndpointError(f"{model.id}: the local runtime returned a malformed result ({exc})") from exc
 

@@ -16,16 +16,15 @@ import base64
 import binascii
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from .. import telemetry
-from ..artifacts import Artifact, kind_of_file
+from ..artifacts import kind_of_file
 from ..catalog import ModelCard
 from ..catalog.tools import ToolRef, changes, headers_of
 from . import mcp_loop
-from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, StopSignal, progress_report
+from .base import Call, Endpoint, EndpointError, Footprint, ModelUnavailable, Result
 from .tool_io import MAX_OUTPUT_BYTES, Outputs, inline_file, tool_arguments
 from .transport import is_hf_origin
 
@@ -132,16 +131,14 @@ class McpToolEndpoint(Endpoint):
         task: str,
         model: ModelCard,
         inputs: dict[str, Any],
-        out_dir: Path,
-        *,
-        stop: StopSignal | None = None,
-    ) -> list[Artifact]:
+        call: Call,
+    ) -> Result:
         ref = model.tool
         if ref is None or ref.kind != "mcp":
             raise ModelUnavailable(f"{model.id} is not an MCP tool")
         headers = credentials(ref, self.hf_token)
         arguments = tool_arguments(ref, inputs, lambda path, _kind: inline_file(path, ref.encoding))
-        report, meta = progress_report.get(), telemetry.inject({})  # read in the caller's context
+        report, meta = call.progress, telemetry.inject({})  # the trace context read in the caller's thread
         budget = _Budget(MAX_OUTPUT_BYTES)
 
         async def on_progress(done: float, total: float | None, _message: str | None) -> None:
@@ -163,15 +160,15 @@ class McpToolEndpoint(Endpoint):
         what = f"the MCP tool {ref.name} of {ref.server}"
         try:
             result = mcp_loop.call(
-                calling, timeout=self.timeout, stop=stop, what=what, failed=lambda: budget.reason
+                calling, timeout=self.timeout, stop=call.stop, what=what, failed=lambda: budget.reason
             )
         except EndpointError:
             raise
         except Exception as e:  # the transport's and the session's own failures, told plainly
             raise EndpointError(f"{what} failed: {budget.reason or _reason(e)}") from None
-        outputs = Outputs(ref, out_dir)
+        outputs = Outputs(ref, call.out_dir)
         collect(result, outputs, what)
-        return outputs.artifacts
+        return Result(outputs=outputs.artifacts, answered_by=self.name)
 
 
 async def check_tool(session: Any, ref: ToolRef) -> None:

@@ -4,7 +4,6 @@ bytes in and out) current while the model runs, so that a call to the expert ser
 
 from __future__ import annotations
 
-import contextvars
 import json
 import time
 from pathlib import Path
@@ -13,22 +12,12 @@ from typing import Any
 from .. import metrics, telemetry
 from ..artifacts import Artifact
 from ..catalog import ModelCard
-from .base import Endpoint, EndpointError, StopSignal, WrappedEndpoint
-
-# Which backend answered the call this context is making: set by the router (ran_on).
-_ANSWERED_BY: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("answered_by", default=None)
-
-
-def ran_on(backend: str) -> None:
-    """Called by an endpoint that routes between backends, with the one that answered."""
-    answered = _ANSWERED_BY.get()
-    if answered is not None:
-        answered.append(backend)
+from .base import Call, Endpoint, EndpointError, Result, WrappedEndpoint
 
 
 class ObservedEndpoint(WrappedEndpoint):
     def __init__(self, inner: Endpoint, *, where: str) -> None:
-        """`where`: the name reported when no router says which backend answered."""
+        """`where`: the name reported for a call that failed (no result says who answered)."""
         super().__init__(inner)
         self.where = where
 
@@ -37,29 +26,23 @@ class ObservedEndpoint(WrappedEndpoint):
         task: str,
         model: ModelCard,
         inputs: dict[str, Any],
-        out_dir: Path,
-        *,
-        stop: StopSignal | None = None,
-    ) -> list[Artifact]:
+        call: Call,
+    ) -> Result:
         t = telemetry.tracer()
         if t is None:
-            return self._run(None, task, model, inputs, out_dir, stop)
+            return self._run(None, task, model, inputs, call)
         with t.start_as_current_span(f"execute_tool {task}", record_exception=False) as span:
-            return self._run(span, task, model, inputs, out_dir, stop)
+            return self._run(span, task, model, inputs, call)
 
-    def _run(
-        self, span: Any, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, stop: Any
-    ) -> list[Artifact]:
-        answered: list[str] = []
-        token = _ANSWERED_BY.set(answered)
+    def _run(self, span: Any, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
         started = time.perf_counter()
-        outcome, outputs, where = "failed", None, self.where
+        outcome, result = "failed", None
         try:
-            outputs = self.inner.run(task, model, inputs, out_dir, stop=stop)
+            result = self.inner.run(task, model, inputs, call)
             outcome = "done"
-            return outputs
+            return result
         except EndpointError as exc:
-            if stop is not None and stop.is_set():
+            if call.stop is not None and call.stop.is_set():
                 outcome = "stopped"
             if span is not None:
                 from opentelemetry.trace import Status, StatusCode
@@ -67,9 +50,9 @@ class ObservedEndpoint(WrappedEndpoint):
                 span.set_status(Status(StatusCode.ERROR, str(exc)[:500]))
             raise
         finally:
-            _ANSWERED_BY.reset(token)
-            cached = bool(getattr(outputs, "from_cache", False))
-            where = "cache" if cached else (answered[-1] if answered else self.where)
+            where = result.answered_by if result is not None else self.where
+            cached = result is not None and result.cached
+            outputs = result.outputs if result is not None else None
             seconds = time.perf_counter() - started
             metrics.task_ran(task, where, outcome, seconds)
             if span is not None:

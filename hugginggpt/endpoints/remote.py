@@ -16,15 +16,13 @@ import threading
 import time
 import urllib.request
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from .. import telemetry
-from ..artifacts import Artifact
 from ..catalog import ModelCard
 from . import transport
-from .base import Endpoint, EndpointError, Stopped, StopSignal
+from .base import Call, Endpoint, EndpointError, Result, Stopped
 from .hosted import HostedEndpoint
 
 log = logging.getLogger(__name__)
@@ -83,17 +81,16 @@ class RemoteEndpoint(Endpoint):
         task: str,
         model: ModelCard,
         inputs: dict[str, Any],
-        out_dir: Path,
-        *,
-        stop: StopSignal | None = None,
-    ) -> list[Artifact]:
+        call: Call,
+    ) -> Result:
         at_server = replace(model, endpoint_url=self.model_url(model, task))
-        with transport.stoppable(stop):
+        with transport.stoppable(call.stop):
             try:
-                return self.hosted.run(task, at_server, inputs, out_dir, stop=stop)
+                result = self.hosted.run(task, at_server, inputs, call)
+                return Result(outputs=result.outputs, answered_by=self.name)
             except Stopped:
                 raise
             except EndpointError:
-                if stop is not None and stop.is_set():  # the call was abandoned on purpose
+                if call.stop is not None and call.stop.is_set():  # the call was abandoned on purpose
                     raise Stopped(f"{model.id}: stopped") from None
                 raise

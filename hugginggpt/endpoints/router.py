@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-from ..artifacts import Artifact
 from ..catalog import ModelCard
 from ..modes import backends_of
-from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal
-from .observed import ran_on
+from .base import Call, Endpoint, EndpointError, Footprint, ModelUnavailable, Result, Stopped
 
 TOOL_BACKENDS = ("space", "mcp")  # a catalog tool runs where it is, whatever the mode
 
@@ -65,21 +62,17 @@ class RoutedEndpoint(Endpoint):
         task: str,
         model: ModelCard,
         inputs: dict[str, Any],
-        out_dir: Path,
-        *,
-        stop: StopSignal | None = None,
-    ) -> list[Artifact]:
+        call: Call,
+    ) -> Result:
         errors: list[tuple[str, Exception]] = []
         for backend in self._for(model):
             if not backend.can_run(model):
                 errors.append((backend.name, ModelUnavailable(f"cannot run {model.id}")))
                 continue
-            if stop is not None and stop.is_set():
+            if call.stop is not None and call.stop.is_set():
                 raise Stopped(f"{model.id}: stopped")  # no fallback for a stopped call
             try:
-                outputs = backend.run(task, model, inputs, out_dir, stop=stop)
-                ran_on(backend.name)
-                return outputs
+                return backend.run(task, model, inputs, call)
             except Stopped:
                 raise
             except EndpointError as exc:

@@ -14,14 +14,12 @@ is counted, not the app's.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..artifacts import Artifact
 from ..catalog import ModelCard
 from ..catalog.tools import ToolRef, changes
-from .base import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped, StopSignal
+from .base import Call, Endpoint, EndpointError, Footprint, ModelUnavailable, Result, Stopped, StopSignal
 from .mcp_loop import POLL_S, TimedOut
 from .mcp_tool import MAX_REPLY_CHARS, ToolChanged, credentials
 from .tool_io import Outputs, tool_arguments
@@ -108,10 +106,8 @@ class SpaceEndpoint(Endpoint):
         task: str,
         model: ModelCard,
         inputs: dict[str, Any],
-        out_dir: Path,
-        *,
-        stop: StopSignal | None = None,
-    ) -> list[Artifact]:
+        call: Call,
+    ) -> Result:
         from gradio_client import handle_file
 
         ref = model.tool
@@ -137,12 +133,12 @@ class SpaceEndpoint(Endpoint):
             )
         arguments = tool_arguments(ref, inputs, lambda path, _kind: handle_file(str(path)))
         job = client.submit(api_name="/" + ref.name, **arguments)
-        values = self._wait(job, stop, what)
-        outputs = Outputs(ref, out_dir)
+        values = self._wait(job, call.stop, what)
+        outputs = Outputs(ref, call.out_dir)
         values = values if len(returns) > 1 and isinstance(values, list | tuple) else (values,)
         for value, kind in zip(values, ref.outputs + ("text",) * len(values), strict=False):
             _collect(value, kind, outputs)
-        return outputs.artifacts
+        return Result(outputs=outputs.artifacts, answered_by=self.name)
 
     def _wait(self, job: Any, stop: StopSignal | None, what: str) -> Any:
         deadline = time.monotonic() + self.timeout

@@ -14,7 +14,7 @@ from PIL import Image
 from hugginggpt import tasks as task_types
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
-from hugginggpt.endpoints import Endpoint, EndpointError, Footprint, ModelUnavailable, Stopped
+from hugginggpt.endpoints import Call, Endpoint, EndpointError, Footprint, ModelUnavailable, Result, Stopped
 
 
 @dataclass
@@ -41,23 +41,21 @@ class FakeEndpoint(Endpoint):
     def can_run(self, model: ModelCard) -> bool:
         return model.id not in self.unrunnable
 
-    def run(
-        self, task: str, model: ModelCard, inputs: dict[str, Any], out_dir: Path, *, stop: Any = None
-    ) -> list[Artifact]:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
         with self._lock:
             self.calls.append((task, model.id, dict(inputs)))
             self.running += 1
             self.peak = max(self.peak, self.running)
         try:
             if model.id in self.hanging:
-                self._hang(model.id, stop)
+                self._hang(model.id, call.stop)
             else:
                 time.sleep(self.durations.get(model.id, self.duration))
             if model.id in self.unavailable:
                 raise ModelUnavailable(f"{model.id} is not available here")
             if model.id in self.failing:
                 raise EndpointError(f"{model.id} crashed")
-            return make_outputs(task, model.id, inputs, out_dir)
+            return Result(outputs=make_outputs(task, model.id, inputs, call.out_dir), answered_by=self.name)
         finally:
             with self._lock:
                 self.running -= 1

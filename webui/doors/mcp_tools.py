@@ -60,8 +60,7 @@ def served_tasks() -> list[str]:
     """The task types of hugginggpt.tasks, which the local runtime and hosted inference serve by the
     same names; ControlNet's aside: their control images come from another step, so they are reached
     through the `hugginggpt` tool. A task no catalog model can run here answers with that sentence."""
-    controlnet = {f"{c}-{kind}" for c in task_types.CONTROLS for kind in ("control", "text-to-image")}
-    return [name for name in task_types.TASKS if name not in controlnet]
+    return [name for name, spec in task_types.TASKS.items() if spec.control is None]
 
 
 def register(calls: Calls) -> None:
