@@ -15,7 +15,7 @@ from hugginggpt.catalog import load_catalog
 from hugginggpt.catalog.__main__ import main
 from hugginggpt.catalog.tools import fingerprint
 from hugginggpt.endpoints import McpToolEndpoint, SpaceEndpoint
-from hugginggpt.endpoints.base import EndpointError, Stopped, progress_report
+from hugginggpt.endpoints.base import Call, EndpointError, Stopped
 from hugginggpt.endpoints.mcp_loop import TimedOut
 from hugginggpt.endpoints.mcp_tool import ToolChanged, credentials
 
@@ -45,7 +45,11 @@ def inverted(artifact):
 
 def test_a_space_gets_the_image_by_upload_and_returns_a_file_in_the_workspace(space_url, photo, tmp_path):
     card = added(tmp_path, "add-space", space_url, "--api", "invert")["invert"]
-    outputs = SpaceEndpoint().run("image-to-image", card, {"image": photo, "text": "x"}, tmp_path / "out")
+    outputs = (
+        SpaceEndpoint()
+        .run("image-to-image", card, {"image": photo, "text": "x"}, Call(out_dir=tmp_path / "out"))
+        .outputs
+    )
     (image,) = outputs
     assert image.kind is ArtifactKind.IMAGE and image.path.is_relative_to(tmp_path / "out")
     assert inverted(image)
@@ -53,14 +57,18 @@ def test_a_space_gets_the_image_by_upload_and_returns_a_file_in_the_workspace(sp
 
 def test_every_output_of_a_space_comes_back_typed(space_url, tmp_path):
     card = added(tmp_path, "add-space", space_url, "--api", "sketch")["sketch"]
-    image, text = SpaceEndpoint().run("text-to-image", card, {"text": "a cat"}, tmp_path / "out")
+    image, text = (
+        SpaceEndpoint().run("text-to-image", card, {"text": "a cat"}, Call(out_dir=tmp_path / "out")).outputs
+    )
     assert image.kind is ArtifactKind.IMAGE and Image.open(image.path).size == (32, 24)
     assert text.kind is ArtifactKind.TEXT and text.value.endswith("picture of a cat")
 
 
 def test_a_space_reads_text_aloud_into_an_audio_file(space_url, tmp_path):
     card = added(tmp_path, "add-space", space_url, "--api", "beep")["beep"]
-    (audio,) = SpaceEndpoint().run("text-to-speech", card, {"text": "hello"}, tmp_path / "out")
+    (audio,) = (
+        SpaceEndpoint().run("text-to-speech", card, {"text": "hello"}, Call(out_dir=tmp_path / "out")).outputs
+    )
     assert audio.kind is ArtifactKind.AUDIO and audio.path.read_bytes()[:4] == b"RIFF"
 
 
@@ -68,18 +76,18 @@ def test_a_space_that_hangs_is_cancelled_at_its_time_limit_and_on_stop(space_url
     card = added(tmp_path, "add-space", space_url, "--api", "slow")["slow"]
     started = time.monotonic()
     with pytest.raises(TimedOut, match="no answer within 2 s"):
-        SpaceEndpoint(timeout=2).run("slow", card, {"text": "x"}, tmp_path / "out")
+        SpaceEndpoint(timeout=2).run("slow", card, {"text": "x"}, Call(out_dir=tmp_path / "out"))
     stop = threading.Event()
     threading.Timer(1.0, stop.set).start()
     with pytest.raises(Stopped):
-        SpaceEndpoint(timeout=60).run("slow", card, {"text": "x"}, tmp_path / "out", stop=stop)
+        SpaceEndpoint(timeout=60).run("slow", card, {"text": "x"}, Call(out_dir=tmp_path / "out", stop=stop))
     assert time.monotonic() - started < 30
 
 
 def test_a_zerogpu_quota_refusal_is_a_task_error_that_says_so(space_url, tmp_path):
     card = added(tmp_path, "add-space", space_url, "--api", "quota")["quota"]
     with pytest.raises(EndpointError, match="ZeroGPU quota is used up"):
-        SpaceEndpoint().run("quota", card, {"text": "x"}, tmp_path / "out")
+        SpaceEndpoint().run("quota", card, {"text": "x"}, Call(out_dir=tmp_path / "out"))
 
 
 def test_no_hf_token_to_a_space_off_hugging_face_and_the_visitors_ip_token_forwarded(
@@ -88,7 +96,7 @@ def test_no_hf_token_to_a_space_off_hugging_face_and_the_visitors_ip_token_forwa
     monkeypatch.setenv("HF_TOKEN", "hf_SavedLoginToken")  # gradio_client would send it by default
     card = added(tmp_path, "add-space", space_url, "--api", "headers")["headers"]
     space = SpaceEndpoint(hf_token="hf_SettingsToken").for_visitor("visitor-ip-token")
-    (text,) = space.run("headers", card, {"text": "x"}, tmp_path / "out")
+    (text,) = space.run("headers", card, {"text": "x"}, Call(out_dir=tmp_path / "out")).outputs
     seen = json.loads(text.value)
     assert "Token" not in text.value and not any("authorization" in k for k in seen)
     assert seen["x-ip-token"] == "visitor-ip-token"
@@ -114,7 +122,7 @@ def test_an_endpoint_whose_schema_changed_is_refused_saying_what_changed(space_u
     out.write_text(json.dumps(entry) + "\n")
     (card,) = load_catalog([out], shipped=None)
     with pytest.raises(ToolChanged, match="changed its description and input schema"):
-        SpaceEndpoint().run("text-to-speech", card, {"text": "x"}, tmp_path / "out")
+        SpaceEndpoint().run("text-to-speech", card, {"text": "x"}, Call(out_dir=tmp_path / "out"))
 
 
 # ---------------------------------------------------------------- the same app as an MCP server
@@ -122,14 +130,22 @@ def test_an_endpoint_whose_schema_changed_is_refused_saying_what_changed(space_u
 
 def test_an_mcp_tool_gets_the_image_as_a_data_url_and_returns_an_image_file(space_url, photo, tmp_path):
     card = added(tmp_path, "add-mcp", space_url + "gradio_api/mcp/", "--tool", "invert")["invert"]
-    outputs = McpToolEndpoint().run("image-to-image", card, {"image": photo}, tmp_path / "out")
+    outputs = (
+        McpToolEndpoint()
+        .run("image-to-image", card, {"image": photo}, Call(out_dir=tmp_path / "out"))
+        .outputs
+    )
     images = [a for a in outputs if a.kind is ArtifactKind.IMAGE]
     assert len(images) == 1 and inverted(images[0])
 
 
 def test_a_file_the_mcp_server_serves_from_its_own_address_is_fetched(space_url, tmp_path):
     card = added(tmp_path, "add-mcp", space_url + "gradio_api/mcp/", "--tool", "beep")["beep"]
-    (audio,) = McpToolEndpoint().run("text-to-speech", card, {"text": "hi", "seed": 3}, tmp_path / "out")
+    (audio,) = (
+        McpToolEndpoint()
+        .run("text-to-speech", card, {"text": "hi", "seed": 3}, Call(out_dir=tmp_path / "out"))
+        .outputs
+    )
     assert audio.kind is ArtifactKind.AUDIO and audio.path.read_bytes()[:4] == b"RIFF"
 
 
@@ -139,19 +155,21 @@ def test_a_file_the_mcp_server_serves_from_its_own_address_is_fetched(space_url,
 def test_a_stdio_tool_is_a_task_type_whose_arguments_follow_its_schema(mcp_state, tmp_path):
     card = added(tmp_path, "add-mcp", stdio_command(mcp_state), "--tool", "word_count")["word_count"]
     mcp = McpToolEndpoint()
-    text, data = mcp.run("word_count", card, {"text": "a bb ccc dddd", "min_length": "3"}, tmp_path / "o")
+    text, data = mcp.run(
+        "word_count", card, {"text": "a bb ccc dddd", "min_length": "3"}, Call(out_dir=tmp_path / "o")
+    ).outputs
     assert text.value == "2" and data.value == {"result": "2"}
     with pytest.raises(EndpointError, match="argument 'min_length' is not a integer"):
-        mcp.run("word_count", card, {"text": "a", "min_length": "lots"}, tmp_path / "o")
+        mcp.run("word_count", card, {"text": "a", "min_length": "lots"}, Call(out_dir=tmp_path / "o"))
     with pytest.raises(EndpointError, match="do not fit the tool's input schema: 'text' is a required"):
-        mcp.run("word_count", card, {"min_length": "2"}, tmp_path / "o")
+        mcp.run("word_count", card, {"min_length": "2"}, Call(out_dir=tmp_path / "o"))
 
 
 def test_a_tool_whose_schema_changed_after_it_was_added_is_refused(mcp_state, tmp_path):
     card = added(tmp_path, "add-mcp", stdio_command(mcp_state), "--tool", "word_count")["word_count"]
     mcp_state.write_text("v2")
     with pytest.raises(ToolChanged, match="changed its input schema since it was added"):
-        McpToolEndpoint().run("word_count", card, {"text": "a b"}, tmp_path / "o")
+        McpToolEndpoint().run("word_count", card, {"text": "a b"}, Call(out_dir=tmp_path / "o"))
 
 
 @pytest.mark.parametrize("target", ["loopback", "http://10.0.0.1/x.png", "http://169.254.169.254/x.png"])
@@ -162,23 +180,20 @@ def test_a_resource_link_to_a_private_address_is_not_fetched(mcp_state, space_ur
     with pytest.raises(
         EndpointError, match="returned a link that is not fetched: .* private or local address"
     ):
-        McpToolEndpoint().run("link", card, {"text": "x"}, tmp_path / "o")
+        McpToolEndpoint().run("link", card, {"text": "x"}, Call(out_dir=tmp_path / "o"))
 
 
 def test_a_hanging_tool_shows_progress_then_is_cancelled_and_told_so(mcp_http, tmp_path):
     card = added(tmp_path, "add-mcp", mcp_http.url, "--tool", "hang")["hang"]
     reports = []
-    progress_report.set(lambda *a: reports.append(a))
-    try:
-        with pytest.raises(TimedOut, match="no answer within 3 s"):
-            McpToolEndpoint(timeout=3).run("hang", card, {"text": "x"}, tmp_path / "o")
-        assert reports == [("run", 1, 10)]
-        stop = threading.Event()
-        threading.Timer(1.5, stop.set).start()
-        with pytest.raises(Stopped):
-            McpToolEndpoint(timeout=60).run("hang", card, {"text": "x"}, tmp_path / "o", stop=stop)
-    finally:
-        progress_report.set(None)
+    with pytest.raises(TimedOut, match="no answer within 3 s"):
+        call = Call(out_dir=tmp_path / "o", progress=lambda *a: reports.append(a))
+        McpToolEndpoint(timeout=3).run("hang", card, {"text": "x"}, call)
+    assert reports == [("run", 1, 10)]
+    stop = threading.Event()
+    threading.Timer(1.5, stop.set).start()
+    with pytest.raises(Stopped):
+        McpToolEndpoint(timeout=60).run("hang", card, {"text": "x"}, Call(out_dir=tmp_path / "o", stop=stop))
     deadline = time.monotonic() + 10  # the server reads the last notice after the call has returned
 
     def notices():
@@ -195,14 +210,14 @@ def test_a_tool_that_sends_too_much_fails_with_a_clear_message(mcp_http, tmp_pat
     monkeypatch.setattr(mcp_tool, "MAX_OUTPUT_BYTES", 1_000_000)  # the server sends 5 MB
     card = added(tmp_path, "add-mcp", mcp_http.url, "--tool", "huge")["huge"]
     with pytest.raises(EndpointError, match="huge of 127.0.0.1:.* sent more than 1 MB"):
-        McpToolEndpoint(timeout=30).run("huge", card, {"text": "x"}, tmp_path / "o")
+        McpToolEndpoint(timeout=30).run("huge", card, {"text": "x"}, Call(out_dir=tmp_path / "o"))
 
 
 def test_no_hf_token_reaches_an_mcp_server_off_hugging_face(mcp_http, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_SavedLoginToken")
     card = added(tmp_path, "add-mcp", mcp_http.url, "--tool", "polite")["polite"]
     text, _data = McpToolEndpoint(hf_token="hf_SettingsToken").run(
-        "polite", card, {"text": "hi"}, tmp_path / "o"
+        "polite", card, {"text": "hi"}, Call(out_dir=tmp_path / "o")
     )
     assert text.value == "HI" and len(mcp_http.headers) >= 4
     assert not any("Token" in value for headers in mcp_http.headers for value in headers.values())
@@ -298,7 +313,9 @@ def test_a_server_that_answers_5xx_fails_the_task_with_its_status(tmp_path):
         ref = ToolRef("mcp", "x", "down", url=f"http://127.0.0.1:{server.server_port}/mcp", hash="sha256:x")
         card = ModelCard(id="mcp:down/x", task="text-to-image", tool=ref)
         with pytest.raises(EndpointError, match="the MCP tool x of down failed: Server error '503"):
-            McpToolEndpoint(timeout=30).run("text-to-image", card, {"text": "a"}, tmp_path / "o")
+            McpToolEndpoint(timeout=30).run(
+                "text-to-image", card, {"text": "a"}, Call(out_dir=tmp_path / "o")
+            )
     finally:
         server.shutdown()
 

@@ -23,13 +23,13 @@ class SpeechGated(FakeEndpoint):
     gate: threading.Event = field(default_factory=threading.Event)
     waiting: threading.Event = field(default_factory=threading.Event)
 
-    def run(self, task, model, inputs, out_dir, *, stop=None):
+    def run(self, task, model, inputs, call):
         if task == "text-to-speech":
             self.waiting.set()
             while not self.gate.wait(0.02):
-                if stop is not None and stop.is_set():
+                if call.stop is not None and call.stop.is_set():
                     raise Stopped(f"{model.id}: stopped")
-        return super().run(task, model, inputs, out_dir, stop=stop)
+        return super().run(task, model, inputs, call)
 
 
 def app(llm_server, workdir, endpoint):
