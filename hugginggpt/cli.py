@@ -15,15 +15,12 @@ import os
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from .config import INFERENCE_MODES
-from .events import Done
 from .planfile import PlanFileError, read_plan_file, to_json
 from .review import plan_lines
 from .review import review as ask
-from .run_json import run_json
-from .terminal import add_llm_arguments, follow, settings_from_args
+from .terminal import add_llm_arguments, add_run_arguments, finish, follow, settings_from_args
 
 
 def parser() -> argparse.ArgumentParser:
@@ -55,43 +52,6 @@ def parser() -> argparse.ArgumentParser:
     )
     add_llm_arguments(p)
     return p
-
-
-def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    """The flags every command that runs models shares (a request, `resume`): --json, where models
-    run, the catalog, the limits."""
-    p.add_argument(
-        "--json", action="store_true", help="print one JSON object on stdout instead of the answer"
-    )
-    p.add_argument("--inference", choices=INFERENCE_MODES, help="where models run (default: hybrid)")
-    p.add_argument(
-        "--catalog", action="append", metavar="PATH", help="a catalog file adding models (repeatable)"
-    )
-    p.add_argument(
-        "--top-k", type=int, metavar="K", help="candidates per task offered to the LLM (default 5)"
-    )
-    p.add_argument("--allow-urls", action="store_true", help="let plans fetch public http(s) URLs")
-    limits = p.add_argument_group("limits on the models a request may use (0: none)")
-    limits.add_argument(
-        "--max-model-gb",
-        type=float,
-        metavar="GB",
-        help="the largest model to run here (HUGGINGGPT_MAX_MODEL_GB)",
-    )
-    limits.add_argument(
-        "--max-download-gb",
-        type=float,
-        metavar="GB",
-        help="the most one request may download (HUGGINGGPT_MAX_DOWNLOAD_GB)",
-    )
-    limits.add_argument(
-        "--licenses",
-        metavar="LIST",
-        help="the model licences allowed, e.g. mit,apache-2.0 (HUGGINGGPT_LICENSES)",
-    )
-    p.add_argument(
-        "--verbose", action="store_true", help="also the model libraries' warnings and loading bars"
-    )
 
 
 def main(
@@ -205,19 +165,3 @@ def main(
         events = pipeline.run(request, workspace=workspace, files=files)
     done = follow(events, workspace.root, stdout=stdout, stderr=stderr, stream=not args.json)
     return finish(done, args.json, stdout=stdout, stderr=stderr)
-
-
-def finish(done: Done, as_json: bool, *, stdout: TextIO, stderr: TextIO) -> int:
-    if as_json:
-        json.dump(result_json(done), stdout, ensure_ascii=False)
-        stdout.write("\n")
-    if done.incomplete:
-        print(f"note: the answer is incomplete: {done.incomplete}", file=stderr)
-    if done.error:
-        print(f"error: {done.error}", file=stderr)
-    return 0 if done.ok else 1
-
-
-def result_json(done: Done) -> dict[str, Any]:
-    """The --json contract (hugginggpt.run_json's shape, which the API and MCP share), plus trace_file."""
-    return {**run_json(done), "trace_file": str(done.trace_file) if done.trace_file else None}

@@ -14,9 +14,8 @@ import re
 from pathlib import Path
 from typing import TextIO
 
-from .cli import add_run_arguments, finish
 from .journal import SUFFIX, JournalState, journal_path, read_journal, unfinished
-from .terminal import add_llm_arguments, follow, settings_from_args
+from .terminal import add_llm_arguments, add_run_arguments, finish, follow, settings_from_args
 
 
 def parser() -> argparse.ArgumentParser:

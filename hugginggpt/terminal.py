@@ -1,16 +1,18 @@
-"""What the commands share (`python -m hugginggpt`, its `replay`): the controller-LLM flags, settings
-from them, and following a run's events in the terminal."""
+"""What the commands share (`python -m hugginggpt`, its `replay` and `resume`): the controller-LLM
+and run flags, settings from them, following a run's events in the terminal, and its end (--json)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from .config import Settings, load_settings
+from .config import INFERENCE_MODES, Settings, load_settings
 from .events import AnswerDelta, Done, Event, TaskProgress
 from .progress import describe
+from .run_json import run_json
 
 
 def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,3 +84,56 @@ def follow(events: Iterable[Event], root: Path, *, stdout: TextIO, stderr: TextI
     if stream and done.answer and not streamed:  # an answer that came whole, with no delta
         stdout.write(done.answer + ("" if done.answer.endswith("\n") else "\n"))
     return done
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags every command that runs models shares (a request, `resume`): --json, where models
+    run, the catalog, the limits."""
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON object on stdout instead of the answer"
+    )
+    p.add_argument("--inference", choices=INFERENCE_MODES, help="where models run (default: hybrid)")
+    p.add_argument(
+        "--catalog", action="append", metavar="PATH", help="a catalog file adding models (repeatable)"
+    )
+    p.add_argument(
+        "--top-k", type=int, metavar="K", help="candidates per task offered to the LLM (default 5)"
+    )
+    p.add_argument("--allow-urls", action="store_true", help="let plans fetch public http(s) URLs")
+    limits = p.add_argument_group("limits on the models a request may use (0: none)")
+    limits.add_argument(
+        "--max-model-gb",
+        type=float,
+        metavar="GB",
+        help="the largest model to run here (HUGGINGGPT_MAX_MODEL_GB)",
+    )
+    limits.add_argument(
+        "--max-download-gb",
+        type=float,
+        metavar="GB",
+        help="the most one request may download (HUGGINGGPT_MAX_DOWNLOAD_GB)",
+    )
+    limits.add_argument(
+        "--licenses",
+        metavar="LIST",
+        help="the model licences allowed, e.g. mit,apache-2.0 (HUGGINGGPT_LICENSES)",
+    )
+    p.add_argument(
+        "--verbose", action="store_true", help="also the model libraries' warnings and loading bars"
+    )
+
+
+def finish(done: Done, as_json: bool, *, stdout: TextIO, stderr: TextIO) -> int:
+    if as_json:
+        json.dump(result_json(done), stdout, ensure_ascii=False)
+        stdout.write("\n")
+    if done.incomplete:
+        print(f"note: the answer is incomplete: {done.incomplete}", file=stderr)
+    if done.error:
+        print(f"error: {done.error}", file=stderr)
+    return 0 if done.ok else 1
+
+
+def result_json(done: Done) -> dict[str, Any]:
+    """The --json contract (hugginggpt.run_json's shape, which the API and MCP share), plus trace_file."""
+    return {**run_json(done), "trace_file": str(done.trace_file) if done.trace_file else None}

@@ -216,9 +216,8 @@ def test_a_tool_that_sends_too_much_fails_with_a_clear_message(mcp_http, tmp_pat
 def test_no_hf_token_reaches_an_mcp_server_off_hugging_face(mcp_http, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_SavedLoginToken")
     card = added(tmp_path, "add-mcp", mcp_http.url, "--tool", "polite")["polite"]
-    text, _data = McpToolEndpoint(hf_token="hf_SettingsToken").run(
-        "polite", card, {"text": "hi"}, Call(out_dir=tmp_path / "o")
-    )
+    endpoint = McpToolEndpoint(hf_token="hf_SettingsToken")
+    text, _data = endpoint.run("polite", card, {"text": "hi"}, Call(out_dir=tmp_path / "o")).outputs
     assert text.value == "HI" and len(mcp_http.headers) >= 4
     assert not any("Token" in value for headers in mcp_http.headers for value in headers.values())
 
