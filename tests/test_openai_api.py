@@ -76,7 +76,7 @@ def test_a_completion_answers_with_linked_files_and_the_hugginggpt_field(api_app
     # One shape for a finished run: the CLI's --json less its local trace file, files as URLs.
     cli_json = result_json(Done(Outcome.ANSWERED, request_id="r"))
     assert set(details) == set(cli_json) - {"trace_file"} and details["request_id"]
-    assert set(tasks[0]) == {"id", "task", "model", "status", "error", "cached", "seed", "outputs"}
+    assert set(tasks[0]) == {"id", "task", "model", "status", "error", "cached", "seed", "outputs", "resumed"}
 
 
 def test_a_streamed_completion_thinks_then_answers(api_app, tmp_path):
