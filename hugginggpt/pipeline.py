@@ -17,6 +17,7 @@ from .endpoints import Endpoint
 from .estimate import Estimator
 from .events import Done, ErrorKind, Event, Outcome
 from .llm import LLM, Message
+from .observe import observed
 from .plan import FileRules, Plan, validate_plan
 from .planfile import Edit, GivenPlan, PlanFileError, apply_edits, choices_as_ran
 from .request_run import RequestRun, RunMode
@@ -154,8 +155,10 @@ class Pipeline:
         mode: RunMode,
     ) -> Iterator[Event]:
         run = RequestRun(self, request, workspace, list(history), cancelled or threading.Event(), mode)
-        model = str(getattr(self.llm, "model", "") or self.llm.describe())
-        yield from metrics.counted(telemetry.traced(run.events(files), self.settings, model))
+        conversation = telemetry.conversation_id(workspace.root.name)
+        watchers = [*telemetry.observers(self.settings, self.llm, conversation), metrics.RunMetrics()]
+        run.llm.watchers = watchers  # each LLM call is seen as it starts and ends
+        yield from observed(run.events(files), *watchers)
 
 
 def check_plan(plan: Plan, workspace: Workspace, settings: Settings) -> list[str]:

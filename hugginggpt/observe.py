@@ -1,0 +1,104 @@
+"""Watching a run without owning it: observers over one event stream.
+
+The shape of OpenTelemetry's SpanProcessor: `observed(events, *observers)` passes a run's events on
+unchanged and shows each to every observer (metrics, traces, a budget); no observer wraps another or
+steers the run. A listener that stops early still stops the run. An observer may also watch the run's
+LLM calls as they start and end (`llm.LLM.watchers`), so that a call is seen while it is under way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, nullcontext
+from typing import Any
+
+from .events import Done, Event, PlanReady, Stage, StageStarted
+
+
+class Observer:
+    """Override what you need; every hook is a no-op here."""
+
+    def working(self) -> AbstractContextManager[Any]:
+        """Entered while the run works toward its next event and while observers see it (a trace
+        makes its current span current here, so that what the run starts joins the trace)."""
+        return nullcontext()
+
+    def seen(self, event: Event) -> None:
+        """Each event, Done included, before the listener gets it."""
+
+    def closed(self) -> None:
+        """Once, after Done or when the listener stopped listening before it."""
+
+    def llm_started(self, call: Any) -> None:
+        """An LLM call (llm.LLMCall) began: from the thread that makes it."""
+
+    def llm_ended(self, call: Any) -> None:
+        """That call ended (its reply, time, usage, error or cut are filled in)."""
+
+
+class OnDone(Observer):
+    def __init__(self, action: Callable[[Done], None]) -> None:
+        self.action = action
+
+    def seen(self, event: Event) -> None:
+        if isinstance(event, Done):
+            self.action(event)
+
+
+def observed(
+    events: Iterator[Event], *observers: Observer, on_done: Callable[[Done], None] | None = None
+) -> Iterator[Event]:
+    """The run's events, unchanged, each shown to `observers` (and its Done to `on_done`)."""
+    watchers = [*observers, *([OnDone(on_done)] if on_done is not None else [])]
+    if not watchers:
+        return events
+    return _observed(events, watchers)
+
+
+def _observed(events: Iterator[Event], watchers: list[Observer]) -> Iterator[Event]:
+    try:
+        while True:
+            with ExitStack() as working:
+                for w in watchers:
+                    working.enter_context(w.working())
+                try:
+                    event = next(events)
+                except StopIteration:
+                    return
+                for w in watchers:
+                    w.seen(event)
+            yield event
+    finally:
+        for w in watchers:
+            w.closed()
+        getattr(events, "close", lambda: None)()  # a listener that stops early stops the run
+
+
+class StageClock:
+    """Which stages are under way, from the events: a stage ends when the next one starts, except
+    planning, which ends at PlanReady (tasks may start while the plan is still written); all end at
+    Done. A stage that fails ends (and is timed) at the Done that reports the failure."""
+
+    def __init__(self) -> None:
+        self.open: list[str] = []
+
+    def seen(self, event: Event) -> tuple[list[str], str | None]:
+        """(the stages that ended at `event`, the stage it started)."""
+        if isinstance(event, StageStarted):
+            ended = self._end(keep=Stage.PLAN)
+            self.open.append(str(event.stage))
+            return ended, str(event.stage)
+        if isinstance(event, PlanReady) and Stage.PLAN in self.open:
+            self.open.remove(Stage.PLAN)
+            return [str(Stage.PLAN)], None
+        if isinstance(event, Done):
+            return self._end(), None
+        return [], None
+
+    def close(self) -> list[str]:
+        return self._end()
+
+    def _end(self, keep: str | None = None) -> list[str]:
+        ended = [s for s in self.open if s != keep]
+        self.open = [s for s in self.open if s == keep]
+        return ended
