@@ -17,7 +17,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from .serving import serve_in_thread
