@@ -26,8 +26,18 @@ from prometheus_client import (
 from prometheus_client.exposition import choose_encoder
 
 from . import telemetry
-from .events import Done, ErrorKind, Event, Outcome, Stage, TaskFailed, TaskFinished, TaskSkipped
-from .observe import Observer, StageClock
+from .events import (
+    Done,
+    ErrorKind,
+    Event,
+    Outcome,
+    Stage,
+    StageStarted,
+    TaskFailed,
+    TaskFinished,
+    TaskSkipped,
+)
+from .observe import Observer
 from .tasks import TASKS
 
 REGISTRY = R = CollectorRegistry()
@@ -115,27 +125,27 @@ class RunMetrics(Observer):
     """One run's metrics, counted as its events and LLM calls come."""
 
     def __init__(self) -> None:
-        self.clock = StageClock()
-        self.started: dict[str, float] = {}
+        self.started: dict[str, float] = {}  # when each stage began, by its StageStarted
         self.exemplar: dict[str, str] | None = None
 
     def seen(self, event: Event) -> None:
         self.exemplar = self.exemplar or telemetry.exemplar()  # the run's trace, when traced
-        ended, started = self.clock.seen(event)
-        self._stages_ended(ended)
-        if started is not None:
-            self.started[started] = time.perf_counter()
-        if isinstance(event, TaskFinished):
+        if isinstance(event, StageStarted):
+            self.started.setdefault(str(event.stage), time.perf_counter())
+        elif isinstance(event, TaskFinished):
             TASKS_RUN.labels(event.task, "done").inc()
         elif isinstance(event, TaskFailed) and event.final:
             TASKS_RUN.labels(event.task, "failed").inc()
         elif isinstance(event, TaskSkipped):
             TASKS_RUN.labels(event.task, "skipped").inc()
         elif isinstance(event, Done):
+            # The run's own timings; a stage it did not time (it failed there) from its start to now
+            timings = {s: time.perf_counter() - t for s, t in self.started.items()} | dict(
+                done_timings(event)
+            )
+            for stage, seconds in timings.items():
+                STAGE_SECONDS.labels(stage).observe(seconds, self.exemplar)
             request_done(event)
-
-    def closed(self) -> None:  # a listener that left early: the stages under way still end
-        self._stages_ended(self.clock.close())
 
     def llm_ended(self, call: Any) -> None:
         outcome = "error" if call.error else "cut" if call.cut else "done"
@@ -143,10 +153,9 @@ class RunMetrics(Observer):
         if call.first_piece_seconds is not None:
             LLM_FIRST_TOKEN.labels(call.stage).observe(call.first_piece_seconds, self.exemplar)
 
-    def _stages_ended(self, stages: list[str]) -> None:
-        for stage in stages:
-            seconds = time.perf_counter() - self.started.pop(stage, time.perf_counter())
-            STAGE_SECONDS.labels(stage).observe(seconds, self.exemplar)
+
+def done_timings(done: Done) -> dict[str, float]:
+    return {stage: seconds for stage, seconds in done.timings.items() if stage != "total"}
 
 
 def request_done(done: Done) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from typing import Any
 
-from .events import Done, Event, PlanReady, Stage, StageStarted
+from .events import Done, Event
 
 
 class Observer:
@@ -72,33 +72,3 @@ def _observed(events: Iterator[Event], watchers: list[Observer]) -> Iterator[Eve
         for w in watchers:
             w.closed()
         getattr(events, "close", lambda: None)()  # a listener that stops early stops the run
-
-
-class StageClock:
-    """Which stages are under way, from the events: a stage ends when the next one starts, except
-    planning, which ends at PlanReady (tasks may start while the plan is still written); all end at
-    Done. A stage that fails ends (and is timed) at the Done that reports the failure."""
-
-    def __init__(self) -> None:
-        self.open: list[str] = []
-
-    def seen(self, event: Event) -> tuple[list[str], str | None]:
-        """(the stages that ended at `event`, the stage it started)."""
-        if isinstance(event, StageStarted):
-            ended = self._end(keep=Stage.PLAN)
-            self.open.append(str(event.stage))
-            return ended, str(event.stage)
-        if isinstance(event, PlanReady) and Stage.PLAN in self.open:
-            self.open.remove(Stage.PLAN)
-            return [str(Stage.PLAN)], None
-        if isinstance(event, Done):
-            return self._end(), None
-        return [], None
-
-    def close(self) -> list[str]:
-        return self._end()
-
-    def _end(self, keep: str | None = None) -> list[str]:
-        ended = [s for s in self.open if s != keep]
-        self.open = [s for s in self.open if s == keep]
-        return ended

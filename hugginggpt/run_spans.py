@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .events import Done, Event, Stage
-from .observe import Observer, StageClock
+from .events import Done, Event, PlanReady, Stage, StageStarted
+from .observe import Observer
 from .records import TaskStatus
 from .telemetry import CONVERSATION, NS, SERVICE, running
 
@@ -229,3 +229,33 @@ def _failure(done: Done) -> tuple[str | None, str]:
     if TaskStatus.FAILED in statuses and statuses <= {TaskStatus.FAILED, TaskStatus.SKIPPED}:
         return "tasks_failed", f"no task of {len(done.records)} succeeded"
     return None, ""
+
+
+class StageClock:
+    """Which stages are under way, from the events: a stage ends when the next one starts, except
+    planning, which ends at PlanReady (tasks may start while the plan is still written); all end at
+    Done. A stage that fails ends (and is timed) at the Done that reports the failure."""
+
+    def __init__(self) -> None:
+        self.open: list[str] = []
+
+    def seen(self, event: Event) -> tuple[list[str], str | None]:
+        """(the stages that ended at `event`, the stage it started)."""
+        if isinstance(event, StageStarted):
+            ended = self._end(keep=Stage.PLAN)
+            self.open.append(str(event.stage))
+            return ended, str(event.stage)
+        if isinstance(event, PlanReady) and Stage.PLAN in self.open:
+            self.open.remove(Stage.PLAN)
+            return [str(Stage.PLAN)], None
+        if isinstance(event, Done):
+            return self._end(), None
+        return [], None
+
+    def close(self) -> list[str]:
+        return self._end()
+
+    def _end(self, keep: str | None = None) -> list[str]:
+        ended = [s for s in self.open if s != keep]
+        self.open = [s for s in self.open if s == keep]
+        return ended

@@ -193,7 +193,7 @@ def check(prom: Prometheus, url: str) -> None:
 
 
 def panels(prom: Prometheus) -> None:
-    """Every query of every dashboard panel evaluates (written out when HUGGINGGPT_PANELS_OUT names a file)."""
+    """Every query of every dashboard panel evaluates (written to the file HUGGINGGPT_PANELS_OUT names)."""
     dashboard = json.loads(DASHBOARD.read_text())
     results = []
     for panel in dashboard["panels"]:
