@@ -27,6 +27,7 @@ from app_support import app_settings, running_app
 from fakes.endpoints import FakeEndpoint, cards
 from fakes.llm_server import FakeLLMServer, Reply
 
+from hugginggpt import telemetry
 from hugginggpt.catalog import Catalog
 from hugginggpt.tasks import TASKS
 
@@ -87,6 +88,7 @@ class Prometheus:
                 f"--config.file={config}",
                 f"--storage.tsdb.path={folder / 'data'}",
                 f"--web.listen-address=127.0.0.1:{port}",
+                "--enable-feature=exemplar-storage",
             ],
             stdout=subprocess.DEVNULL,
             stderr=(folder / "prometheus.log").open("wb"),
@@ -108,12 +110,19 @@ class Prometheus:
         while time.monotonic() < end:
             try:
                 seen = self.value(promql)
-            except httpx.HTTPError:
+            except (httpx.HTTPError, ValueError):  # not up yet: no answer, or not JSON yet
                 seen = None
             if seen is not None and seen >= want:
                 return
             time.sleep(0.3)
         raise AssertionError(f"{promql} stayed at {seen}, wanted {want}")
+
+    def exemplars(self, promql: str, since: float) -> list[dict[str, Any]]:
+        params = {"query": promql, "start": since, "end": time.time() + 1}
+        reply = httpx.get(f"{self.url}/api/v1/query_exemplars", params=params, trust_env=False, timeout=10)
+        body = reply.json()
+        assert body["status"] == "success", body
+        return [e for series in body["data"] for e in series["exemplars"]]
 
     def stop(self) -> None:
         self.process.terminate()
@@ -129,7 +138,10 @@ def ask(url: str, text: str) -> None:
 
 
 def test_prometheus_reads_p1_to_p5_after_a_failing_and_a_succeeding_request(tmp_path):
+    from opentelemetry.sdk.trace import TracerProvider
+
     binary = prometheus_or_skip()
+    telemetry.use(TracerProvider())  # traces on (exported nowhere): the histograms carry exemplars
     catalog = Catalog(cards(("org/painter", "text-to-image", 3), ("org/speaker", "text-to-speech", 2)))
     endpoint = FakeEndpoint(unrunnable={"org/speaker"})
     with FakeLLMServer() as llm:
@@ -142,6 +154,7 @@ def test_prometheus_reads_p1_to_p5_after_a_failing_and_a_succeeding_request(tmp_
                 check(prometheus, demo.local_url)
             finally:
                 prometheus.stop()
+                telemetry.use(None)
 
 
 def check(prom: Prometheus, url: str) -> None:
@@ -151,7 +164,7 @@ def check(prom: Prometheus, url: str) -> None:
     assert prom.value("count(hugginggpt_requests_total)") == 5
     assert prom.value("count(hugginggpt_tasks_total)") == len(TASKS) * 3
     t0 = time.time()
-    prom.wait_for(f"count_over_time(up[1m] @ {time.time():.3f})", 2)  # two scrapes before the requests
+    prom.wait_for("count_over_time(up[1m])", 2)  # two scrapes before the requests
 
     ask(url, "[fail] draw a red bicycle and read it aloud")  # the LLM answers 500 while planning
     ask(url, "draw a red bicycle and read it aloud")
@@ -186,6 +199,13 @@ def check(prom: Prometheus, url: str) -> None:
     assert grew('hugginggpt_llm_call_seconds_count{stage="plan", outcome="done"}') == 1
     assert (grew("hugginggpt_llm_time_to_first_token_seconds_count") or 0) >= 2
     assert (prom.value("max(process_resident_memory_bytes)") or 0) > 10_000_000
+    # exemplars: Prometheus asked for OpenMetrics and kept each observation's trace id
+    traces = {
+        e["labels"]["trace_id"]
+        for e in prom.exemplars('hugginggpt_llm_call_seconds_bucket{stage="plan"}', t0)
+    }
+    assert len(traces) == 2 and all(len(t) == 32 for t in traces)  # the failed call's trace and the other's
+    assert prom.exemplars("hugginggpt_stage_seconds_bucket", t0)
     (build,) = prom.query("hugginggpt_build_info")
     assert build["metric"]["version"] and build["value"][1] == "1"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 
+import httpx
 import pytest
 from fakes.llm_server import FakeLLMServer
 from fakes.otlp_receiver import OTLPReceiver, ReceivedSpan
@@ -289,3 +290,23 @@ def test_a_collector_that_is_down_changes_no_requests_outcome(tmp_path, monkeypa
         finally:
             monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT")
             telemetry.use(None)  # its spans are dropped; nothing waits for the dead collector
+
+
+def test_the_expert_servers_span_is_a_server_span_with_the_status_code(otlp):
+    settings = ServerSettings.from_mapping({"hub": True})
+    with protocol_server(create_app(LocalBackend(settings.runtime()), settings.table())) as url:
+        caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        headers = {"traceparent": caller, "baggage": "gen_ai.conversation.id=abc123"}
+        reply = httpx.post(
+            f"{url}/models/x/pipeline/made-up-task", content=b"", headers=headers, trust_env=False
+        )
+        assert reply.status_code == 404
+    (served,) = [s for s in received(otlp, at_least=1) if s.kind == "SERVER"]
+    assert served.trace_id == "0af7651916cd43dd8448eb211c80319c" and served.parent_id == "b7ad6b7169203331"
+    assert (
+        served.attributes["http.response.status_code"] == 404
+        and served.attributes["http.request.method"] == "POST"
+    )
+    assert not served.error  # a client's 4xx is not the server's failure (HTTP conventions)
+    assert served.attributes["gen_ai.conversation.id"] == "abc123"
+    assert served.attributes["hugginggpt.expert.model"] == "x"
