@@ -103,7 +103,14 @@ MODELS_BYTES = Gauge("hugginggpt_models_resident_bytes", "Bytes of the models lo
 
 
 def _at_zero() -> None:
-    """Every label value of every counter, present from the start."""
+    """Every label value of every counter (and of the stage and LLM histograms), present from the
+    start: a series that appears with its first observation hides that observation from rate()."""
+    for stage in Stage:
+        STAGE_SECONDS.labels(str(stage))
+    for stage in LLM_STAGES:
+        LLM_FIRST_TOKEN.labels(str(stage))
+        for call_outcome in ("done", "cut", "error"):
+            LLM_CALL_SECONDS.labels(str(stage), call_outcome)
     for outcome in Outcome:
         REQUESTS.labels(str(outcome))
     for kind in ErrorKind:
