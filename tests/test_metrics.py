@@ -138,6 +138,9 @@ def test_the_expert_server_counts_its_calls_and_resident_models(tmp_path):
     assert value(samples, "hugginggpt_expert_call_seconds_count", task="canny-control") == 2
     assert value(samples, "hugginggpt_expert_models_resident") == 1
     assert value(samples, "process_resident_memory_bytes") > 10_000_000
+    for status in ("500", "503"):  # there at 0 before any failure: the first one shows in rate()
+        key = ("hugginggpt_expert_calls_total", (("status", status), ("task", "canny-control")))
+        assert samples[key] == 0
     assert value(samples, "hugginggpt_expert_call_seconds_bucket", task="canny-control", le="15.0") == 2
     assert value(samples, "hugginggpt_expert_calls_in_flight") == 0
 

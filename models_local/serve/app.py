@@ -148,7 +148,7 @@ def create_app(
             }
         )
 
-    measured = ServerMetrics(backend)
+    measured = ServerMetrics(backend, tasks=[*HANDLERS, "other"])
 
     async def infer(request: Request) -> Response:
         """One call, in the caller's trace (its traceparent) and counted by task and status."""

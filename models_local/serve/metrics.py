@@ -5,7 +5,7 @@ process (process_*: CPU, memory, open files)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from prometheus_client import PROCESS_COLLECTOR, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -20,7 +20,9 @@ _SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 1
 class ServerMetrics:
     """One registry per app: two apps in a process (tests) count apart."""
 
-    def __init__(self, backend: Any) -> None:
+    def __init__(self, backend: Any, tasks: Iterable[str] = ()) -> None:
+        """`tasks`: the task labels there at 0 from the start (with 200, 500 and 503), so that the
+        first failure after a start shows in rate() and increase()."""
         r = self.registry = CollectorRegistry()
         r.register(PROCESS_COLLECTOR)
         self.calls = Counter(
@@ -33,6 +35,10 @@ class ServerMetrics:
             buckets=_SECONDS,
             registry=r,
         )
+        for task in tasks:
+            self.seconds.labels(task)
+            for status in ("200", "500", "503"):
+                self.calls.labels(task, status)
         self.in_flight = Gauge("hugginggpt_expert_calls_in_flight", "Calls being answered", registry=r)
         resident = Gauge(
             "hugginggpt_expert_models_resident", "Models resident on the server's runners", registry=r
