@@ -136,7 +136,8 @@ class RunMetrics(Observer):
         self.exemplar: dict[str, str] | None = None
 
     def seen(self, event: Event) -> None:
-        self.exemplar = self.exemplar or telemetry.exemplar()  # the run's trace, when traced
+        if self.exemplar is None and isinstance(event, StageStarted | Done):
+            self.exemplar = telemetry.exemplar()  # the run's trace, when traced
         if isinstance(event, StageStarted):
             self.started.setdefault(str(event.stage), time.perf_counter())
         elif isinstance(event, TaskFinished):

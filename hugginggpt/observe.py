@@ -56,11 +56,11 @@ def observed(
 
 
 def _observed(events: Iterator[Event], watchers: list[Observer]) -> Iterator[Event]:
+    # Only observers that override `working` are entered: a context per event costs microseconds.
+    working = [w for w in watchers if type(w).working is not Observer.working]
     try:
         while True:
-            with ExitStack() as working:
-                for w in watchers:
-                    working.enter_context(w.working())
+            with _entered(working):
                 try:
                     event = next(events)
                 except StopIteration:
@@ -72,3 +72,12 @@ def _observed(events: Iterator[Event], watchers: list[Observer]) -> Iterator[Eve
         for w in watchers:
             w.closed()
         getattr(events, "close", lambda: None)()  # a listener that stops early stops the run
+
+
+def _entered(observers: list[Observer]) -> AbstractContextManager[Any]:
+    if not observers:
+        return nullcontext()
+    with ExitStack() as stack:
+        for o in observers:
+            stack.enter_context(o.working())
+        return stack.pop_all()  # entered; the caller's `with` leaves them
