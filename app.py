@@ -30,7 +30,7 @@ from hugginggpt.config import Settings, load_settings
 from hugginggpt.endpoints import Endpoint
 from hugginggpt.llm import LLM
 from hugginggpt.modes import INFERENCE_MODES
-from webui import message_actions, review_panel, saved
+from webui import message_actions, resume_runs, review_panel, saved
 from webui.browser_secret import browser_secret
 from webui.callers import trust_no_forwarding_in_uvicorn
 from webui.calls import Calls
@@ -149,6 +149,8 @@ def build_demo(
         concurrency=concurrency,
     )
     chat = ChatApp(host)
+    if host.settings.resume_on_start:  # the runs the app was running when it stopped, once
+        resume_runs.resume_on_start(chat)
     calls = Calls(host)  # stateless calls from MCP clients and the OpenAI-compatible API
     if warm_up:
         host.backends.warm_up()
@@ -684,6 +686,8 @@ def launch_options(max_upload_bytes: int = 20_000_000, *, demo: Any = None) -> d
         # No run history: Gradio would keep every request's inputs, the typed API key among them,
         # in the browser's localStorage.
         "run_history": False,
+        # No traffic figures at Gradio's /monitoring for anyone who asks (/metrics has its key).
+        "enable_monitoring": False,
         # One Settings entry point, the page's own: Gradio's footer link opens its display settings.
         "footer_links": ["api", "gradio"],
         # Boxes the person opened in the chat stay open across a reload (kept in the browser), and

@@ -69,7 +69,7 @@ class ResultCache:
         self, *, scope: str, endpoint: str, task: str, model: ModelCard, inputs: Mapping[str, Any]
     ) -> str:
         """Raises OSError when an input file cannot be read."""
-        normal = {name: _normal(value) for name, value in inputs.items()}
+        normal = {name: normal_input(value) for name, value in inputs.items()}
         return value_sha256(
             {
                 "format": FORMAT,
@@ -84,6 +84,8 @@ class ResultCache:
 
     def model_version(self, model: ModelCard) -> str:
         """What changes when the model's weights do: a folder's content hash, a hub revision."""
+        if model.tool is not None:  # what the tool claims to be, pinned when it was added
+            return f"tool:{model.tool.hash}"
         if model.endpoint_url:
             return f"url:{model.endpoint_url}"
         folder = Path(model.source).expanduser()
@@ -300,6 +302,12 @@ def cache_root(cache_dir: str, workdir: str) -> Path:
     return Path(cache_dir) if cache_dir else Path(workdir) / ".cache"
 
 
+def run_scope(given: str | None, setting: str, workspace_root: Path) -> str:
+    """Whose entries a run shares: the one it was given (an API caller's key), else its
+    conversation's folder (setting "conversation") or every conversation's ("process")."""
+    return given or (str(workspace_root) if setting == "conversation" else "process")
+
+
 def _scope_name(scope: str | None) -> str:
     """A scope as a folder name: its hash (a conversation's scope is its workspace path)."""
     return value_sha256(scope)[:32] if scope else ""
@@ -311,7 +319,8 @@ def _private_dirs(path: Path) -> None:
     path.chmod(0o700)
 
 
-def _normal(value: Any) -> Any:
+def normal_input(value: Any) -> Any:
+    """An input as keys hold it: a file by its content hash, anything else as it is."""
     return {"file": file_sha256(value)} if isinstance(value, Path) else value
 
 

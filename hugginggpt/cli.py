@@ -30,7 +30,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m hugginggpt",
         description="Answer a request by planning tasks, choosing Hugging Face models and running them.",
-        epilog="Run a saved trace again: python -m hugginggpt replay TRACE.json (see replay --help).",
+        epilog="Run a saved trace again: python -m hugginggpt replay TRACE.json (see replay --help). "
+        "Take up a run that died where it stopped: python -m hugginggpt resume (see resume --help).",
     )
     p.add_argument(
         "request", nargs="?", help="what you want, in plain language (may come from the --plan file)"
@@ -41,6 +42,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workdir", metavar="DIR", help="the conversation's folder (default: a new one under ./workspaces)"
     )
+    add_run_arguments(p)
+    plans = p.add_mutually_exclusive_group()
+    plans.add_argument(
+        "--plan-only", action="store_true", help="print the checked plan and its models; run nothing"
+    )
+    plans.add_argument(
+        "--review", action="store_true", help="show the plan and ask before running it (a terminal)"
+    )
+    p.add_argument(
+        "--plan", metavar="FILE", help="run this plan (what --plan-only --json prints) without planning"
+    )
+    add_llm_arguments(p)
+    return p
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags every command that runs models shares (a request, `resume`): --json, where models
+    run, the catalog, the limits."""
     p.add_argument(
         "--json", action="store_true", help="print one JSON object on stdout instead of the answer"
     )
@@ -73,18 +92,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--verbose", action="store_true", help="also the model libraries' warnings and loading bars"
     )
-    plans = p.add_mutually_exclusive_group()
-    plans.add_argument(
-        "--plan-only", action="store_true", help="print the checked plan and its models; run nothing"
-    )
-    plans.add_argument(
-        "--review", action="store_true", help="show the plan and ask before running it (a terminal)"
-    )
-    p.add_argument(
-        "--plan", metavar="FILE", help="run this plan (what --plan-only --json prints) without planning"
-    )
-    add_llm_arguments(p)
-    return p
 
 
 def main(
@@ -99,6 +106,10 @@ def main(
         from .replay import main as replay
 
         return replay(argv[1:], stdout=stdout, stderr=stderr)
+    if argv[:1] == ["resume"]:
+        from .resume_cli import main as resume
+
+        return resume(argv[1:], stdout=stdout, stderr=stderr)
     p = parser()
     args = p.parse_args(argv)
     if not args.verbose:  # read when transformers is imported; models_local then hides its bars too

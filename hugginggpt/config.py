@@ -100,6 +100,7 @@ class Settings:
     app_max_upload_mb: float = 20.0  # per file
     app_concurrency: int = 8  # requests answered at once, across all sessions
     app_leave_grace_seconds: float = 120.0  # a left page's conversation leaves memory (kept on disk)
+    resume_on_start: bool = True  # runs a restart cut off are continued once when the app starts
     app_retention_hours: float | None = None  # unused this long, deleted; None: 720 private, 24 public
     app_conversations_max_gb: float | None = None  # kept at most (oldest out); None: 5 public; 0: no cap
     app_secret: str | None = field(default=None, repr=False)  # the browser store's key (else generated)
@@ -116,6 +117,7 @@ class Settings:
     # Proxies whose X-Forwarded-For is believed (addresses or networks, comma-separated; "*": the one hop
     # in front, whatever its address). Empty: none, except on a Space, whose own proxy is the only way in.
     trusted_proxies: tuple[str, ...] = ()
+    caller_ipv6_prefix: int = 64  # IPv6 callers are counted per network of this prefix (a household's /64)
     # Doors for other programs (the app only): the MCP server, and the OpenAI-compatible API, which
     # is off unless bearer tokens are set (HUGGINGGPT_API_KEYS, comma-separated).
     mcp_server: bool = True
@@ -150,6 +152,8 @@ class Settings:
         if self.cache_scope not in CACHE_SCOPES:
             scopes = ", ".join(CACHE_SCOPES)
             raise ValueError(f"cache_scope must be one of {scopes}, not {self.cache_scope!r}")
+        if not 1 <= self.caller_ipv6_prefix <= 128:
+            raise ValueError("caller_ipv6_prefix must be from 1 to 128")
         if min(self.llm_input_price, self.llm_output_price, self.visitor_daily_tokens) < 0:
             raise ValueError("llm_*_price and visitor_daily_tokens must not be negative")
         if self.max_model_gb < 0 or self.max_download_gb < 0:

@@ -115,6 +115,7 @@ class TaskStarted:
 class Phase(StrEnum):
     DOWNLOAD = "download"  # the model's files come from the Hub
     LOAD = "load"  # its weights are being loaded
+    RUN = "run"  # a tool reports its progress (MCP progress notifications): steps, not bytes
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ class TaskFinished:
     seconds: float
     cached: bool = False  # served from the result cache: no model ran
     seed: int | None = None
+    resumed: bool = False  # finished before the run crashed: taken from its journal (resume.py)
 
 
 @dataclass(frozen=True)

@@ -176,11 +176,12 @@ class Screen:
                     raise LimitRefused(refusal(t.task, list(excluded), self.limits))
                 done[t.id] = choice
                 continue
-            if choice.source is PickSource.GIVEN and self.limits.active:
+            if self.limits.active:  # also a reviewed or re-run plan's models: the limits in force now
                 card = self.estimator.facts.complete(choice.model)
                 broken = why_not(self.limits, card, self.footprint(card))
                 if broken is not None:
-                    raise LimitRefused(f"task {t.id} ({t.task}): {card.id} was given, but {broken.why}")
+                    how = "was given" if choice.source is PickSource.GIVEN else "was chosen"
+                    raise LimitRefused(f"task {t.id} ({t.task}): {card.id} {how}, but {broken.why}")
             done[t.id] = replace(choice, excluded=excluded, reason=_reason(choice, excluded))
         if self.limits.max_download_bytes:
             done = self._within_download_total(plan, done)

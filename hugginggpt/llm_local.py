@@ -93,9 +93,11 @@ class LocalChatLLM(LLM):
     def _stream(
         self, messages: list[Message], schema: dict[str, Any] | None, max_tokens: int | None, hang_up: HangUp
     ) -> Generator[str, None, StreamEnd]:
+        """With `schema` the reply is generated under a grammar of it (models_local.grammar): only
+        tokens that keep it inside the schema, closed within `max_tokens`."""
         chat = self._chat()
         with self._errors():
-            reply = chat.reply(messages)
+            reply = chat.reply(messages, schema=schema, max_new_tokens=max_tokens)
             hang_up.on(reply.close)  # at the deadline generation stops at the next token
             yield from reply  # closing this stream closes the reply: generation stops at the next token
-        return StreamEnd(Usage(reply.prompt_tokens, reply.completion_tokens))
+        return StreamEnd(Usage(reply.prompt_tokens, reply.completion_tokens), json_mode=reply.constrained)

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import metrics, telemetry
+from . import journal, metrics, telemetry
 from .cache import ResultCache
 from .catalog import Catalog
 from .config import Settings
@@ -158,7 +158,12 @@ class Pipeline:
         conversation = telemetry.conversation_id(workspace.root.name)
         watchers = [*telemetry.observers(self.settings, self.llm, conversation), metrics.RunMetrics()]
         run.llm.watchers = watchers  # each LLM call is seen as it starts and ends
-        yield from observed(run.events(files), *watchers)
+        events = run.events(files)
+        if not mode.stop_after_select:  # what a resume needs, on disk before any dependant starts
+            start = journal.start_entry(run.header, run.history, self.settings)
+            path = journal.journal_path(run.trace_path)
+            events = journal.recorded(events, path, start, calls=lambda: run.llm.calls, root=workspace.root)
+        yield from observed(events, *watchers)
 
 
 def check_plan(plan: Plan, workspace: Workspace, settings: Settings) -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from . import prompts
@@ -11,28 +11,9 @@ from . import tasks as task_types
 from .events import PlanRejected
 from .llm import LLM, Message, Usage
 from .plan import FileRules, Plan, PlanLimits, PlanParseError, parse_plan, validate_plan
+from .plan_schema import plan_schema
+from .tasks import TaskSpec
 from .text import shorten
-
-# Structured output where the server supports it. Not "strict": argument names vary by task.
-PLAN_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "tasks": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "task": {"type": "string", "enum": sorted(task_types.TASKS)},
-                    "id": {"type": "integer"},
-                    "dep": {"type": "array", "items": {"type": "integer"}},
-                    "args": {"type": "object", "additionalProperties": {"type": "string"}},
-                },
-                "required": ["task", "id", "dep", "args"],
-            },
-        }
-    },
-    "required": ["tasks"],
-}
 
 
 @dataclass(frozen=True)
@@ -61,8 +42,10 @@ def planning_messages(
     history: Sequence[Message] = (),
     shots: int | None = None,
     history_tokens: int = 1500,
+    specs: Iterable[TaskSpec] | None = None,
 ) -> list[Message]:
-    specs = [
+    """`specs`: the task types to offer (None: the registry as it stands, tool-added types included)."""
+    listed = [
         {
             "name": s.name,
             # The help says what an argument holds where its name cannot (question vs context).
@@ -76,10 +59,10 @@ def planning_messages(
             "outputs": s.outputs,
             "description": s.description,
         }
-        for s in task_types.TASKS.values()
+        for s in (task_types.TASKS.values() if specs is None else specs)
     ]
     return [
-        {"role": "system", "content": prompts.render("plan", "system", tasks=specs)},
+        {"role": "system", "content": prompts.render("plan", "system", tasks=listed)},
         *prompts.demo_messages(shots),
         *trim_history(history, history_tokens),
         {"role": "user", "content": prompts.render("plan", "user", request=request, files=list(files))},
@@ -112,6 +95,7 @@ def plan_steps(
     cancelled: threading.Event | None = None,
     limits: PlanLimits | None = None,
     on_piece: Callable[[str], None] | None = None,
+    specs: Iterable[TaskSpec] | None = None,
 ) -> Generator[PlanRejected, None, PlanOutcome]:
     """Ask for a plan; while it has problems, show them to the LLM and ask again (bounded).
 
@@ -120,14 +104,25 @@ def plan_steps(
     files); otherwise a file argument must name one of `rules.uploads`.
     LLMError (the backend failing) propagates: that is not the plan's fault. Once `cancelled` is
     set no correction is asked for: the outcome then has no plan and no error. `on_piece` sees
-    each reply as it streams (streaming_run.py starts tasks from it).
+    each reply as it streams (streaming_run.py starts tasks from it). `specs`: the task types a
+    plan may use (None: the registry as it stands when the call is made).
+
+    The reply is asked for in the typed plan schema (plan_schema.py), which a server may enforce
+    and the in-process LLM always does; what no schema can say is checked here all the same.
     """
+    offered = list(task_types.TASKS.values() if specs is None else specs)
     messages = planning_messages(
-        request, files=files, history=history, shots=shots, history_tokens=history_tokens
+        request, files=files, history=history, shots=shots, history_tokens=history_tokens, specs=offered
+    )
+    schema = plan_schema(
+        offered,
+        files=None if rules is None else rules.uploads,
+        allow_urls=True if rules is None else rules.allow_urls,
+        max_tasks=(limits or PlanLimits()).max_tasks,
     )
     outcome = PlanOutcome(plan=None)
     for attempt in range(1, max_retries + 2):
-        completion = llm.complete(messages, stage="plan", schema=PLAN_SCHEMA, on_piece=on_piece)
+        completion = llm.complete(messages, stage="plan", schema=schema, on_piece=on_piece)
         reply = completion.text
         outcome.attempts = attempt
         outcome.replies.append(reply)

@@ -52,8 +52,8 @@ def describe(event: Event, root: Path) -> str | None:
             return f"[task {i}] {task} with {model}" + (f" (attempt {attempt})" if attempt > 1 else "")
         case TaskProgress(task_id=i, model=model) as progress:  # a line to redraw, not to add
             return f"[task {i}] {model}: {words(progress)}"
-        case TaskFinished(task_id=i, outputs=outputs, seconds=seconds, cached=cached, seed=seed):
-            how = " from the cache" if cached else ""
+        case TaskFinished(task_id=i, outputs=outputs, seconds=seconds, cached=cached, seed=seed) as finished:
+            how = " from before the crash" if finished.resumed else " from the cache" if cached else ""
             seeded = f" (seed {seed})" if seed is not None else ""
             return f"[task {i}] done{how} in {seconds:.2f} s{seeded}: " + "; ".join(
                 a.describe(root)[:120] for a in outputs

@@ -34,6 +34,7 @@ class TaskRecord:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     cached: bool = False  # served from the result cache: no model ran
     seed: int | None = None  # the seed the model was given (tasks that sample)
+    resumed: bool = False  # finished before the run crashed: taken from its journal (resume.py)
 
     def output(self, kind: ArtifactKind | str) -> Artifact | None:
         return next((a for a in self.outputs if a.kind == kind), None)
@@ -51,6 +52,7 @@ class TaskRecord:
             "attempts": self.attempts,
             "cached": self.cached,
             "seed": self.seed,
+            "resumed": self.resumed,
             # content hashes: replay compares a new run's outputs with these
             "outputs": [{**a.to_json(root), "sha256": artifact_sha256(a)} for a in self.outputs],
         }

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from . import urlguard
 from .artifacts import kind_of_file
-from .cache import CachingEndpoint, ResultCache
+from .cache import CachingEndpoint, ResultCache, run_scope
 from .catalog import Catalog
 from .config import Settings
 from .endpoints import Endpoint
@@ -351,9 +351,7 @@ class RequestRun:
     def _run_context(self) -> RunContext:
         endpoint = self.p.endpoint
         if self.p.cache is not None and self.mode.use_cache:
-            scope = self.p.cache_scope or (
-                str(self.workspace.root) if self.s.cache_scope == "conversation" else "process"
-            )
+            scope = run_scope(self.p.cache_scope, self.s.cache_scope, self.workspace.root)
             endpoint = CachingEndpoint(endpoint, self.p.cache, scope)
         endpoint = ObservedEndpoint(endpoint, where=self.p.endpoint.name)  # spans and metrics per attempt
         return RunContext(

@@ -23,7 +23,8 @@ def local_output(artifact: Artifact) -> dict[str, Any]:
 
 
 def run_json(done: Done, output: OutputJSON = local_output) -> dict[str, Any]:
-    """{request_id, answer, error, outcome, error_kind, answer_incomplete, llm_calls, tasks, usage}:
+    """{request_id, answer, error, outcome, error_kind, answer_incomplete, llm_calls, tasks, usage,
+    crashes}:
     usage is tokens by stage and their cost at the operator's prices (hugginggpt.usage)."""
     return {
         "request_id": done.request_id or None,
@@ -35,11 +36,13 @@ def run_json(done: Done, output: OutputJSON = local_output) -> dict[str, Any]:
         "llm_calls": done.llm_calls,
         "tasks": [task_json(r, output) for r in done.records],
         "usage": done.usage.to_json(),
+        "crashes": int(done.trace.get("crashes") or 0),  # a resumed run's (hugginggpt.resume)
     }
 
 
 def task_json(record: TaskRecord, output: OutputJSON = local_output) -> dict[str, Any]:
-    """{id, task, model, status, error, cached, seed, outputs}."""
+    """{id, task, model, status, error, cached, seed, resumed, outputs}; resumed: finished before a
+    crash, taken from the run's journal."""
     return {
         "id": record.id,
         "task": record.task,
@@ -48,5 +51,6 @@ def task_json(record: TaskRecord, output: OutputJSON = local_output) -> dict[str
         "error": record.error,
         "cached": record.cached,
         "seed": record.seed,
+        "resumed": record.resumed,
         "outputs": [output(a) for a in record.outputs],
     }

@@ -150,10 +150,12 @@ class RunTrace(Observer):
             root.set_attribute("gen_ai.output.messages", json.dumps(answer, ensure_ascii=False))
         error_type, message = _failure(done)
         if error_type is not None:
+            # an error's message may quote the request's words: on spans only with trace content
+            status = Status(StatusCode.ERROR, message if self.settings.trace_content else error_type)
             root.set_attribute("error.type", error_type)
-            root.set_status(Status(StatusCode.ERROR, message))
+            root.set_status(status)
             for stage in ended if done.error_kind is not None else ():  # the stage it failed in
-                self.stages[stage].set_status(Status(StatusCode.ERROR, message))
+                self.stages[stage].set_status(status)
 
     def llm_started(self, call: Any) -> None:
         attributes: dict[str, Any] = {
@@ -209,7 +211,9 @@ class RunTrace(Observer):
             span.set_attribute("gen_ai.output.messages", json.dumps(output, ensure_ascii=False))
         if call.error:
             span.set_attribute("error.type", "llm")
-            span.set_status(Status(StatusCode.ERROR, str(call.error)[:500]))
+            span.set_status(
+                Status(StatusCode.ERROR, str(call.error)[:500] if self.settings.trace_content else "llm")
+            )
         span.end(end_time=int((call.started + call.seconds) * NS))
 
     def closed(self) -> None:

@@ -15,17 +15,10 @@ from .events import ModelSelected
 from .jsontext import first_json_value
 from .llm import LLM, LLMError
 from .plan import Plan, Task, nesting_depth
+from .plan_schema import selection_schema
 
 MAX_REPLY_CHARS = 50_000  # a choice per task needs far less
 MAX_DEPTH = 16
-SELECT_SCHEMA = {
-    "type": "object",
-    "additionalProperties": {
-        "type": "object",
-        "properties": {"id": {"type": "string"}, "reason": {"type": "string"}},
-        "required": ["id", "reason"],
-    },
-}
 
 
 def select_steps(
@@ -112,7 +105,10 @@ def _ask_llm(
         {"role": "system", "content": prompts.render("select", "system")},
         {"role": "user", "content": prompts.render("select", "user", request=request, tasks=listing)},
     ]
-    reply = _read_picks(llm.complete(messages, stage="select", schema=SELECT_SCHEMA).text, open_tasks)
+    # The reply's schema names this plan's tasks and each one's candidates: a server that enforces
+    # it (and the in-process LLM) can only pick a candidate; others are checked in _choose.
+    schema = selection_schema({t.id: [m.id for m in offered[t.id]] for t in open_tasks})
+    reply = _read_picks(llm.complete(messages, stage="select", schema=schema).text, open_tasks)
     return reply if isinstance(reply, dict) else {}
 
 

@@ -63,6 +63,8 @@ class ProgressEvents:
     def _event(self, phase: Phase, done: int, total: int, now: float) -> TaskProgress:
         if phase is Phase.LOAD:
             return TaskProgress(self.task_id, self.task, self.model, phase)
+        if phase is Phase.RUN:  # the tool's own steps, not bytes: no speed or time left
+            return TaskProgress(self.task_id, self.task, self.model, phase, done, total or None)
         elapsed = now - self._started
         speed = (done - self._first_bytes) / elapsed if elapsed > 0.2 else None  # too soon to tell
         left = (total - done) / speed if speed and total >= done else None
@@ -73,6 +75,8 @@ def words(event: TaskProgress) -> str:
     """In words: "downloading 1.2 GB of 4 GB · 35 MB/s · 1 min left", or "loading weights"."""
     if event.phase is Phase.LOAD:
         return "loading weights"
+    if event.phase is Phase.RUN:
+        return f"running: {event.done_bytes} of {event.total_bytes}" if event.total_bytes else "running"
     done = size_text(event.done_bytes)
     parts = [
         f"downloading {done} of {size_text(event.total_bytes)}"

@@ -141,3 +141,13 @@ ALIASES = {
     "segmentation": "image-segmentation",
     "detection": "object-detection",
 }
+
+BUILT_IN = frozenset(TASKS)
+
+
+def register(spec: TaskSpec) -> None:
+    """Add a task type that is a tool of the catalog (catalog/tools.py), so the planning prompt, the
+    plan's validation and the executor see it like any other; a built-in type is never replaced."""
+    if spec.name in BUILT_IN:
+        raise ValueError(f"{spec.name!r} is a built-in task type")
+    TASKS[spec.name] = spec

@@ -176,9 +176,17 @@ def tool_span(task: str, call_id: str) -> Iterator[tuple[Span | None, bool]]:
     if run is not None:
         attributes[CONVERSATION] = run.conversation
     with t.start_as_current_span(
-        f"execute_tool {task}", attributes=attributes, record_exception=False
+        f"execute_tool {task}", attributes=attributes, record_exception=False, set_status_on_exception=False
     ) as span:
-        yield span, bool(run is not None and run.settings.trace_content)
+        try:
+            yield span, bool(run is not None and run.settings.trace_content)
+        except Exception as exc:  # a model's failure has its status already (observed.py); a bug not
+            from opentelemetry.trace import Status, StatusCode
+
+            status = getattr(span, "status", None)  # the SDK's span has one
+            if status is None or status.status_code is StatusCode.UNSET:
+                span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+            raise
 
 
 @contextmanager
@@ -202,7 +210,11 @@ def client_span(method: str, url: str) -> Iterator[Callable[[int], None]]:
     if run is not None:
         attributes[CONVERSATION] = run.conversation
     with t.start_as_current_span(
-        method, kind=SpanKind.CLIENT, attributes=attributes, record_exception=False
+        method,
+        kind=SpanKind.CLIENT,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
     ) as span:
 
         def answered(status: int) -> None:

@@ -42,6 +42,7 @@ def build_trace(
     if planning is not None:
         trace["plan_attempts"] = planning.attempts
         trace["plan_problems"] = planning.problems
+        trace["plan_corrections"] = len(planning.problems)  # rejected plans, each answered by a correction
     if plan is not None:
         trace["plan"] = plan.to_json()
         trace["plan_repairs"] = plan.repairs

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .gate import loading
+from .grammar import GrammarUnavailable, JsonGrammar, TokenTable
 from .sizing import loaded_size, mib
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ class ChatModel:
         self.max_new_tokens = max_new_tokens
         self._loaded: tuple[Any, Any] | None = None  # (tokenizer, model)
         self._lock = threading.Lock()
+        self._tokens: TokenTable | None = None  # for grammars, built on the first schema
 
     def load(self) -> tuple[Any, Any]:
         """(tokenizer, model), loading them the first time."""
@@ -77,25 +79,76 @@ class ChatModel:
         )
         return tokenizer, model.eval()
 
-    def reply(self, messages: list[dict[str, str]], *, stop: Any = None) -> Reply:
+    def reply(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        stop: Any = None,
+        schema: dict[str, Any] | None = None,
+        max_new_tokens: int | None = None,
+    ) -> Reply:
         """The reply to a conversation, generated as it is read. `stop` (anything with is_set())
-        ends generation at the next token, as closing the reply does."""
+        ends generation at the next token, as closing the reply does. With `schema`, only tokens
+        that keep the reply inside that JSON schema are written (`Reply.constrained` says whether
+        it could be enforced), and the JSON is closed within the token budget."""
         tokenizer, model = self.load()
         if not getattr(tokenizer, "chat_template", None):
             raise NoChatTemplate(f"{self.source} has no chat template")
         inputs = tokenizer.apply_chat_template(
             messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
         )
-        return Reply(tokenizer, model, inputs, max_new_tokens=self.max_new_tokens, stop=stop)
+        budget = min(max_new_tokens or self.max_new_tokens, self.max_new_tokens)
+        grammar = self._grammar(schema, budget) if schema is not None else None
+        budget = grammar.budget if grammar is not None else budget
+        return Reply(tokenizer, model, inputs, max_new_tokens=budget, stop=stop, grammar=grammar)
+
+    def _grammar(self, schema: dict[str, Any], budget: int) -> JsonGrammar | None:
+        """The schema as a grammar; None (plain generation, as a server that refuses a schema)
+        where it cannot be enforced: the caller's checks still read the reply."""
+        tokenizer, model = self.load()
+        try:
+            with self._lock:
+                if self._tokens is None:
+                    width, ends = _vocab_size(tokenizer, model), _eos_ids(tokenizer, model)
+                    self._tokens = TokenTable(tokenizer, width, ends)
+            return JsonGrammar(self._tokens, schema, budget=budget)
+        except GrammarUnavailable as e:
+            log.warning("%s: replying without a grammar: %s", self.source, e)
+            return None
+
+
+def _vocab_size(tokenizer: Any, model: Any) -> int:
+    """The width of the model's logits (often padded past the tokenizer's last id)."""
+    head = model.get_output_embeddings()
+    return max(len(tokenizer), int(head.weight.shape[0]) if head is not None else 0)
+
+
+def _eos_ids(tokenizer: Any, model: Any) -> list[int]:
+    """Every id that ends a reply: the generation config's (a chat model may have several) and the
+    tokenizer's."""
+    configured = getattr(model.generation_config, "eos_token_id", None)
+    ids = configured if isinstance(configured, list) else [configured]
+    return sorted({i for i in [*ids, tokenizer.eos_token_id] if isinstance(i, int)})
 
 
 class Reply:
     """Iterate for the text pieces; the token counts are complete once the iteration ends."""
 
-    def __init__(self, tokenizer: Any, model: Any, inputs: Any, *, max_new_tokens: int, stop: Any) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        model: Any,
+        inputs: Any,
+        *,
+        max_new_tokens: int,
+        stop: Any,
+        grammar: JsonGrammar | None = None,
+    ) -> None:
         self._tokenizer, self._model, self._inputs = tokenizer, model, inputs
         self._max_new_tokens = max_new_tokens
         self._stop = stop
+        self._grammar = grammar
+        self.constrained = grammar is not None
         self._closed = threading.Event()
         self.prompt_tokens = int(inputs["input_ids"].shape[-1])
         self.completion_tokens = 0
@@ -108,7 +161,12 @@ class Reply:
         return self._closed.is_set() or (self._stop is not None and self._stop.is_set())
 
     def __iter__(self) -> Iterator[str]:
-        from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
+        from transformers import (
+            LogitsProcessorList,
+            StoppingCriteria,
+            StoppingCriteriaList,
+            TextIteratorStreamer,
+        )
 
         streamer = TextIteratorStreamer(self._tokenizer, skip_prompt=True, skip_special_tokens=True)
         stopped = self._stopped
@@ -131,6 +189,7 @@ class Reply:
                         max_new_tokens=self._max_new_tokens,
                         do_sample=False,
                         stopping_criteria=StoppingCriteriaList([WhenStopped()]),
+                        logits_processor=LogitsProcessorList([self._grammar] if self._grammar else []),
                     )
                 )
             except Exception as e:  # reported below; ending the streamer keeps the reader from hanging

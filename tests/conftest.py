@@ -45,7 +45,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # Session fixtures shared by several modules are registered once, as plugins: a fixture imported
 # into two test modules would be built once per module.
-pytest_plugins = ["app_support", "serve_support", "tiny_text_audio", "tiny_vision"]
+pytest_plugins = ["app_support", "experts_support", "serve_support", "tiny_text_audio", "tiny_vision"]
 
 # The inner loop is `pytest -m "not slow"`: no app or browser, no subprocess, no model. CI runs all.
 SLOW_MODULES = {
@@ -57,6 +57,10 @@ SLOW_MODULES = {
     "test_browser_live_runs",
     "test_cli",
     "test_cli_plan",
+    "test_crash_resume",
+    "test_experts",
+    "test_experts_catalog",
+    "test_browser_experts",
     "test_mcp",
     "test_openai_api",
     "test_replay",

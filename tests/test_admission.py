@@ -82,16 +82,16 @@ def test_sixty_spoofed_forwarding_headers_from_one_client_are_one_address(fake_a
     with fake_app(public=True) as demo:
         table = demo.chat_app.conversations
         for n in range(60):
-            event(demo, "respond", chat_message(""), headers={"X-Forwarded-For": f"198.51.{n}.7"})
+            event(demo, "respond", chat_message("hi"), headers={"X-Forwarded-For": f"198.51.{n}.7"})
         assert len(table) == 20
         assert {c.client for c in table.values()} == {"127.0.0.1"}
-        refused = event(demo, "respond", chat_message(""), headers={"X-Forwarded-For": "198.51.99.7"})
+        refused = event(demo, "respond", chat_message("hi"), headers={"X-Forwarded-For": "198.51.99.7"})
         assert "Too many conversations from your address" in json.dumps(refused["output"])
 
 
 def test_behind_a_declared_proxy_the_forwarded_address_is_the_caller(fake_app):
     with fake_app(trusted_proxies=("127.0.0.1",)) as demo:
-        event(demo, "respond", chat_message(""), headers={"X-Forwarded-For": "6.6.6.6, 203.0.113.9"})
+        event(demo, "respond", chat_message("hi"), headers={"X-Forwarded-For": "6.6.6.6, 203.0.113.9"})
         assert [c.client for c in demo.chat_app.conversations.values()] == ["203.0.113.9"]
 
 

@@ -261,3 +261,67 @@ def test_the_disk_cap_follows_the_settings():
     assert max_bytes(load_settings(environ=env)) == 500_000_000
     with pytest.raises(ValueError, match="app_conversations_max_gb"):
         Settings(app_conversations_max_gb=-1)
+
+
+def test_a_conversations_record_is_written_for_the_apps_own_user_only(tmp_path):
+    store = ConversationStore(tmp_path / "c", retention_seconds=3600)
+    key = saved.new_key()
+    store.save(key, {"title": "t"})
+    mode = stat.S_IMODE((store.root / f"{store.folder_id(key)}.json").stat().st_mode)
+    assert mode == 0o600, oct(mode)  # before: 0644
+
+
+def noise_png(path: Path, seed: int) -> Path:
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (256, 256, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(path)  # noise does not compress: about 197 kB
+    return path
+
+
+def disk_bytes(*folders: Path) -> int:
+    return sum(f.stat().st_size for folder in folders for f in folder.rglob("*") if f.is_file())
+
+
+def test_sixteen_uploads_against_a_small_cap_stay_within_it_and_leave_others_alone(llm_server, tmp_path):
+    """One caller sends 16 pictures of ~197 kB, each in a new conversation of its browser, against a
+    1.5 MB cap; another caller's conversation sits idle on disk. The cap counts the copies served to
+    the page (Gradio's cache) too, trims before an upload would pass it, and takes the flooding
+    caller's own conversations, never the other's."""
+    settings = app_settings(
+        llm_server, tmp_path / "ws", app_conversations_max_gb=0.0015, app_retention_hours=1
+    )
+    chat = ChatApp(settings, catalog=CATALOG, endpoint=FakeEndpoint(), public_llm_only=True)
+    served = tmp_path / "gradio-cache"
+    publisher = Publisher(served)
+    chat.conversations.idle_seconds = 0  # each leaves memory at the next request: none stays open
+
+    def send(key: str, caller: str, picture: Path) -> list[dict]:
+        *_, (messages, _, _) = chat.respond(
+            key, {"text": "caption", "files": [str(picture)]}, LLMChoice(), client=caller
+        )
+        conv = chat.find(key)
+        if conv is not None:
+            publisher.messages(conv, messages)  # the page's copies, as app.py serves them
+            chat.conversations.save(conv)
+        return messages
+
+    other = saved.new_key()
+    send(other, "10.0.0.1", noise_png(tmp_path / "other.png", 0))
+    refused = 0
+    for n in range(16):
+        said = send(saved.new_key(), "10.0.0.9", noise_png(tmp_path / f"p{n}.png", n + 1))
+        refused += "disk for conversations is full" in str(said[-1].get("content"))
+    chat.conversations.sweep()
+    total = disk_bytes(tmp_path / "ws" / "conversations", served)
+    print(f"\n16 uploads against a 1.5 MB cap: {total / 1e6:.2f} MB kept, {refused} refused")
+    assert total <= 1_500_000 + 250_000  # the cap, and at most the last upload's copies measured after it
+    assert chat.conversations.store.load(other) is not None  # before: evicted by the flood
+    chat.conversations.idle_seconds = 3600  # now the caller's conversations stay open in its pages
+    for n in range(8):
+        said = send(saved.new_key(), "10.0.0.9", noise_png(tmp_path / f"q{n}.png", n + 20))
+        refused += "disk for conversations is full" in str(said[-1].get("content"))
+    total = disk_bytes(tmp_path / "ws" / "conversations", served)
+    print(f"then 8 kept open: {total / 1e6:.2f} MB kept, {refused} refused")
+    assert refused >= 1 and total <= 1_500_000 + 250_000  # only open ones left: the upload is refused

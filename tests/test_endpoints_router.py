@@ -21,6 +21,8 @@ from hugginggpt.endpoints import (
     Stopped,
     build_endpoint,
 )
+from hugginggpt.endpoints.base import Footprint
+from hugginggpt.limits import Limits, why_not
 
 CARD = ModelCard(id="acme/model", task="summarization")
 
@@ -265,3 +267,30 @@ def test_hybrid_with_real_backends_falls_back_to_a_hosted_url(tiny_bert, tmp_pat
             Artifact("text", value="five six seven")
         ]
         assert len(hf.calls("summarization")) == 2
+
+
+class Sized(Recording):
+    """A backend with a footprint of its own."""
+
+    def __init__(self, name: str, footprint: Footprint) -> None:
+        super().__init__(name)
+        self.print = footprint
+
+    def footprint(self, model: ModelCard) -> Footprint:
+        return self.print
+
+
+def test_a_routes_footprint_is_the_worst_of_its_fallbacks_so_limits_hold_on_each():
+    """The expert server first (nothing here), this machine after it: a 100 kB model under a 10 kB
+    model limit, a 346 MB download under a 1 MB one. Before, the route said "remote, 0 bytes"."""
+    remote = Sized("remote", Footprint("remote", 0, 0, 100_000))
+    local = Sized("local", Footprint("local:cpu", 346_000_000, 100_000, 100_000))
+    route = RoutedEndpoint("hybrid", {"remote": remote, "local": local})  # the expert server, then here
+    worst = route.footprint(CARD)
+    assert (worst.where, worst.download_bytes, worst.size_bytes) == ("local:cpu", 346_000_000, 100_000)
+    small_model = why_not(Limits(max_model_bytes=10_000), CARD, worst)
+    small_download = why_not(Limits(max_download_bytes=1_000_000), CARD, worst)
+    assert small_model is not None and small_model.limit == "model_size"
+    assert small_download is not None and small_download.limit == "download"
+    local.runnable = False  # a route that cannot fall back here keeps the first backend's footprint
+    assert route.footprint(CARD).where == "remote" and why_not(Limits(max_model_bytes=10_000), CARD, worst)

@@ -1,5 +1,7 @@
 """The in-process controller LLM, on a tiny random-weight chat model built by the tests."""
 
+import json
+
 import pytest
 
 from hugginggpt.config import Settings
@@ -25,14 +27,27 @@ def test_local_model_completes_and_streams_with_token_counts(tiny):
     assert "".join(pieces) == llm.calls[1].reply
     assert completion.usage == llm.calls[0].usage
     assert [c.stage for c in llm.calls] == ["plan", "respond"]
-    assert llm.calls[0].usage.prompt_tokens > 5 and llm.calls[0].usage.completion_tokens <= 8
+    assert llm.calls[0].usage.prompt_tokens > 5 and llm.calls[1].usage.completion_tokens <= 8
+    # With a schema the reply is JSON of it (a grammar), given room for its smallest reply.
+    assert isinstance(json.loads(completion.text), dict) and completion.json_mode
+    assert not llm.calls[1].json_mode
 
 
 def test_local_model_output_goes_through_the_planner_without_crashing(tiny):
-    # Random weights write noise, never a plan: the planner must end in a clear error, not a crash.
+    # Random weights write noise; under the plan's grammar, with a budget too small for any task,
+    # the grammar closes the JSON at once: the empty plan, read in one attempt.
     outcome = make_plan(LocalChatLLM(tiny("llama-chat"), max_new_tokens=6), "draw a cat", max_retries=1)
-    assert outcome.attempts == 2 and outcome.plan is None
-    assert outcome.error.startswith("No valid plan after 2 attempts") and len(outcome.problems) == 2
+    assert outcome.attempts == 1 and outcome.plan is not None and outcome.plan.tasks == []
+    assert outcome.replies == ['{"tasks": []}']
+    # Without the grammar (a model it cannot be built for) noise is a clear error, not a crash.
+    noise = make_plan(_Unconstrained(tiny("llama-chat"), max_new_tokens=6), "draw a cat", max_retries=1)
+    assert noise.attempts == 2 and noise.plan is None
+    assert noise.error.startswith("No valid plan after 2 attempts") and len(noise.problems) == 2
+
+
+class _Unconstrained(LocalChatLLM):
+    def _stream(self, messages, schema, max_tokens, hang_up):
+        return super()._stream(messages, None, max_tokens, hang_up)
 
 
 def test_missing_local_model_is_a_clear_error(tmp_path):

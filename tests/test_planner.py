@@ -74,6 +74,8 @@ def test_structured_output_is_requested_then_dropped_once_refused():
         assert make_plan(llm, "caption", rules=RULES).plan is not None
         formats = [r.get("response_format", {}).get("type") for r in server.requests]
         assert formats == ["json_schema", None, None]  # refused once, remembered after that
+        assert "anyOf" in str(server.requests[0]["response_format"])  # the typed schema was offered
+        assert [c.json_mode for c in llm.calls] == [False, False]
 
 
 def test_structured_output_is_sent_when_accepted(server):
@@ -81,7 +83,12 @@ def test_structured_output_is_sent_when_accepted(server):
     llm = llm_for(server)
     make_plan(llm, "caption", rules=RULES)
     schema = server.requests[0]["response_format"]["json_schema"]["schema"]
-    assert "image-to-text" in schema["properties"]["tasks"]["items"]["properties"]["task"]["enum"]
+    shapes = {s["properties"]["task"]["enum"][0]: s for s in schema["properties"]["tasks"]["items"]["anyOf"]}
+    caption = shapes["image-to-text"]["properties"]["args"]
+    assert caption["required"] == ["image"] and caption["additionalProperties"] is False
+    assert {"enum": ["a.jpg"], "type": "string"} in caption["properties"]["image"][
+        "anyOf"
+    ]  # this chat's files
     assert llm.calls[0].json_mode and llm.calls[0].usage.completion_tokens > 0
 
 

@@ -226,3 +226,18 @@ def test_every_run_again_in_the_app_goes_through_the_cores_one_rerun_path(chat, 
     last(review_chat.run_reviewed(chat, "s1", form, values(form), LLMChoice()))
     assert [use_cache for _, use_cache in calls] == [True, True, False]  # edit, regenerate, trace
     assert calls[0][0] == {} and list(calls[1][0]) == [2] and calls[1][0][2].seed is not None
+
+
+def test_a_reviewed_plan_is_screened_against_the_limits_in_force_when_it_runs(llm_server, tmp_path):
+    """Reviewed with no limit, run after the visitor set a 10 kB model limit: the 100 kB painter does
+    not run (before: its choice came from the review, and only given models were checked again)."""
+    from fakes.endpoints import SizedEndpoint
+
+    sizes = {m.id: (100_000, 0) for m in CATALOG}
+    endpoint = SizedEndpoint(sizes=sizes)
+    chat = ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=CATALOG, endpoint=endpoint)
+    _, _, form = plan_for_review(chat, tmp_path, tag="limits")
+    tight = LLMChoice(max_model_gb=0.00001)
+    *_, (messages, _, _) = review_chat.run_reviewed(chat, "s1", form, values(form), tight)
+    said = "\n".join(str(m.get("content", "")) for m in messages)
+    assert endpoint.calls == [] and "over the 10 kB model limit" in said

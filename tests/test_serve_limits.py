@@ -33,6 +33,7 @@ def rss_mb(pid: int) -> float:
 def server() -> Iterator[tuple[str, subprocess.Popen]]:
     port = free_port()
     flags = ["--port", str(port), "--body-seconds", "1", "--max-connections", "8"]
+    flags += ["--max-connections-per-client", "8"]  # one client may fill it: the global limit is tested
     proc = subprocess.Popen(
         [sys.executable, "-m", "models_local.serve", *flags],
         cwd=ROOT,
@@ -127,6 +128,55 @@ def test_connections_beyond_the_limit_are_turned_away_at_once(server):
         started = time.monotonic()
         status, _ = post(url + MODEL + "image-classification", b"x", "image/png")
         assert status == 503 and time.monotonic() - started < 0.5
+    finally:
+        for s in socks:
+            s.close()
+
+
+@pytest.fixture(scope="module")
+def fair_server() -> Iterator[str]:
+    """The server as users start it (64 connections), with stalled bodies held for 30 s."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "models_local.serve", "--port", str(port), "--body-seconds", "30"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, 60, proc)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def post_from(address: str, url: str) -> int:
+    """The status of a small bad image POSTed from `address` (each 127.0.0.x is another client)."""
+    port = int(url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(address, 0)) as s:
+        s.sendall(
+            f"POST {MODEL}image-classification HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
+            "Content-Length: 1\r\nConnection: close\r\n\r\nx".encode()
+        )
+        return int(s.recv(4096).decode().split()[1])
+
+
+def test_one_clients_stalled_uploads_leave_the_others_their_places(fair_server):
+    socks = stalled(fair_server, 63)  # from 127.0.0.1: one short of the server's 64 connections
+    try:
+        time.sleep(0.3)
+        refused = 0
+        for s in socks[16:]:  # past its share (a quarter) each is answered 503 at once and closed
+            s.settimeout(5)
+            refused += s.recv(4096).decode().startswith("HTTP/1.1 503")
+        started = time.monotonic()
+        statuses = [post_from(f"127.0.0.{n}", fair_server) for n in (2, 3, 4)]
+        print(f"\n63 stalled uploads from one client: {refused} refused; others got {statuses}")
+        assert refused == 47 and statuses == [400, 400, 400]  # before: 503 for every other client
+        assert time.monotonic() - started < 3
     finally:
         for s in socks:
             s.close()

@@ -310,3 +310,27 @@ def test_the_expert_servers_span_is_a_server_span_with_the_status_code(otlp):
     assert not served.error  # a client's 4xx is not the server's failure (HTTP conventions)
     assert served.attributes["gen_ai.conversation.id"] == "abc123"
     assert served.attributes["hugginggpt.expert.model"] == "x"
+
+
+def test_without_trace_content_no_span_status_quotes_the_request(otlp, tmp_path):
+    """A plan the LLM never gets right fails the request with the plan's problem, which quotes the
+    request's words; with trace content off the root span's status says only the kind of error."""
+    with FakeLLMServer() as llm:
+        llm.script(
+            "plan", '{"tasks": [{"task": "paint my secret garden", "id": 0, "dep": [-1], "args": {}}]}'
+        )
+        client = OpenAICompatibleLLM(base_url=llm.url, model="fake-llm", api_key=KEY, max_retries=0)
+        pipeline = Pipeline(
+            llm=client,
+            catalog=Catalog([]),
+            endpoint=build_endpoint("local"),
+            settings=Settings(inference="local", cache_max_bytes=0),
+        )
+        events = list(pipeline.run("paint my secret garden", workspace=Workspace(tmp_path / "c")))
+    done = events[-1]
+    assert isinstance(done, Done) and "secret-garden" in (done.error or "")
+    spans = received(otlp, at_least=4)
+    root = next(s for s in spans if s.name == "invoke_agent hugginggpt")
+    assert root.error and "secret" not in root.status_message  # before: the whole error, words and all
+    plan = next(s for s in spans if s.name == "plan hugginggpt")  # the stage it failed in
+    assert plan.error and all("secret" not in s.status_message for s in spans)

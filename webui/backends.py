@@ -13,12 +13,12 @@ import threading
 from collections import OrderedDict
 
 from hugginggpt.config import Settings
-from hugginggpt.endpoints import Endpoint, LocalEndpoint, RoutedEndpoint, build_backends
+from hugginggpt.endpoints import Endpoint, LocalEndpoint, RoutedEndpoint, SpaceEndpoint, build_backends
 from hugginggpt.factory import build_cache, build_llm
 from hugginggpt.llm import LLM, LLMError
 from hugginggpt.llm_local import LocalChatLLM
 
-from .gpu import on_gpu, zerogpu_active
+from .gpu import on_gpu, visitor_ip_token, zerogpu_active
 
 log = logging.getLogger(__name__)
 
@@ -115,4 +115,7 @@ class Backends:
         available["local"] = on_gpu(available["local"], context)
         if hf_token:
             available["hosted"] = build_backends(hf_token=hf_token, provider=s.hf_provider)["hosted"]
+        space, ip_token = available.get("space"), visitor_ip_token(context)
+        if ip_token and isinstance(space, SpaceEndpoint):
+            available["space"] = space.for_visitor(ip_token)
         return RoutedEndpoint(mode, available)

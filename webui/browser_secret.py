@@ -2,7 +2,9 @@
 
 Without a stable key Gradio draws a new one in every process, and nothing a browser saved before a
 restart can be read after it. So: the setting `app_secret` when given, else a key generated once and
-kept in the work folder, readable by the app's user only.
+kept in the work folder, readable by the app's user only. It is no secret from visitors: Gradio
+hands it to every page (GET /config) and encrypts the store in the browser, so it keeps a saved
+store readable across restarts and protects nothing in it (webui.saved).
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ through the Space's own proxy, which appends the visitor's address last (the def
 uvicorn would rewrite the socket's address from the header itself for hops it trusts (127.0.0.1 by
 default, so any local client could claim any address): `trust_no_forwarding_in_uvicorn` turns that
 off before launch, and the app decides here.
+
+A caller is a network where an address says little: one IPv6 household holds a whole /64 (a
+setting, caller_ipv6_prefix), so an IPv6 caller is its network ("2001:db8:1:2::/64") and every
+per-caller cap (conversations, waiting calls, upload bytes, daily tokens) means one household.
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ def parse_proxies(entries: Iterable[str]) -> tuple[Network, ...] | None:
 
 
 class Callers:
-    def __init__(self, trusted_proxies: Sequence[str] = ()):
+    def __init__(self, trusted_proxies: Sequence[str] = (), *, ipv6_prefix: int = 64):
+        self.ipv6_prefix = ipv6_prefix
         self.any_hop = False
         self.networks: tuple[Network, ...] = ()
         if trusted_proxies:
@@ -60,7 +65,23 @@ class Callers:
         return any(address in network for network in self.networks)
 
     def address(self, peer: str, forwarded_for: Sequence[str] = ()) -> str:
-        """The caller's address, from the socket's `peer` and the X-Forwarded-For header values."""
+        """Who is calling, from the socket's `peer` and the X-Forwarded-For header values: an
+        IPv4 address, or an IPv6 caller's network."""
+        return self.network(self._address(peer, forwarded_for))
+
+    def network(self, host: str) -> str:
+        """An IPv6 address as its /ipv6_prefix network; an IPv4 one (also IPv4-mapped) as itself."""
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            return host
+        if isinstance(address, ipaddress.IPv6Address):
+            if address.ipv4_mapped is not None:
+                return str(address.ipv4_mapped)
+            return str(ipaddress.IPv6Network((address, self.ipv6_prefix), strict=False))
+        return host
+
+    def _address(self, peer: str, forwarded_for: Sequence[str]) -> str:
         if not peer or not self.trusts(peer):
             return peer
         hops = [hop.strip() for value in forwarded_for for hop in value.split(",") if hop.strip()]

@@ -117,7 +117,7 @@ class Calls:
         if spent:
             raise TokensSpent(spent)
         settings = self._settings(credentials)
-        pipeline = self._pipeline(settings, context, caller_key)
+        pipeline = self._pipeline(settings, context, caller_key, caller)
         with self._workspace() as ws, self._slot(cancelled, caller) as held:
             if not held:
                 return  # given up while waiting for a slot: nothing ran
@@ -128,7 +128,7 @@ class Calls:
             new = [p for ref, p in zip(files, received, strict=True) if not ref.earlier]
             yield Accepted(ws.root)
             run = pipeline.run(request, workspace=ws, files=new, history=history, cancelled=cancelled)
-            yield from self._finished(self.host.tokens.counted(caller, run), root_url)
+            yield from self._finished(run, root_url)
 
     # ---- one task, no LLM ----------------------------------------------------------------------
 
@@ -154,7 +154,7 @@ class Calls:
         if spec is None:
             raise InputRefused(f"unknown task type {task!r}")
         settings = self.host.settings
-        pipeline = self._pipeline(settings, context, caller_key)
+        pipeline = self._pipeline(settings, context, caller_key, caller)
         choice = self._choice(task, model, pipeline.endpoint.can_run, settings.top_k)
         text_args = self._text_args(spec, task, args)
         with self._workspace() as ws, self._slot(cancelled, caller) as held:
@@ -218,16 +218,18 @@ class Calls:
 
     # ---- shared parts --------------------------------------------------------------------------
 
-    def _pipeline(self, settings: Settings, context: contextvars.Context | None, caller_key: str) -> Pipeline:
+    def _pipeline(
+        self, settings: Settings, context: contextvars.Context | None, caller_key: str, caller: str
+    ) -> Pipeline:
         """A pipeline for one call. Its result cache entries are the caller's (by its key); an
         anonymous call's results are not kept, as nobody could be served them again (unless the
         cache is shared by everyone: cache_scope "process")."""
         if settings.cache_scope == "process":
-            return self.host.pipeline(settings, context=context, cache_scope="process")
+            return self.host.pipeline(settings, caller=caller, context=context, cache_scope="process")
         if caller_key:
             scope = "caller:" + hashlib.sha256(caller_key.encode()).hexdigest()
-            return self.host.pipeline(settings, context=context, cache_scope=scope)
-        return self.host.pipeline(settings, context=context, cached=False)
+            return self.host.pipeline(settings, caller=caller, context=context, cache_scope=scope)
+        return self.host.pipeline(settings, caller=caller, context=context, cached=False)
 
     def _settings(self, credentials: Credentials) -> Settings:
         choice = LLMChoice(credentials.base_url, credentials.model, credentials.api_key)

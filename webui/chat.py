@@ -25,7 +25,7 @@ from hugginggpt.planfile import choices_as_ran
 from hugginggpt.records import TaskStatus
 
 from .backends import Backends
-from .conversations import Conversation, ConversationTable, TableFull
+from .conversations import DISK_FULL, Conversation, ConversationTable, TableFull
 from .host import CONFIGURE_HINT, Host
 from .live_runs import STOP_GRACE_SECONDS, LiveRun
 from .render import RunView, user_messages
@@ -127,6 +127,11 @@ class ChatApp:
         """Yields (chat messages, trace files, still running) as the request advances. With `review`
         the request is planned and its models chosen, then waits as `conv.pending` for the person.
         With `replace` (a turn's index) the request does that turn again in place (webui.turns)."""
+        if self.find(session) is None:  # a message that runs nothing takes no conversation place
+            refusal = self.host.first_message_refusal(*_split_message(message), client)
+            if refusal is not None:
+                yield ([_note(refusal)] if refusal else []), [], False
+                return
         try:
             conv = self.conversation(session, client)
         except TableFull as e:
@@ -160,7 +165,8 @@ class ChatApp:
         conv.requests += 1
         conv.title = conv.title or self._title(text)
         problems = self._upload_problems(files)
-        if not problems:  # kept with the conversation, which shows them from there
+        full = bool(files) and not problems and not self.conversations.make_room(conv, files)
+        if not problems and not full:  # kept with the conversation, which shows them from there
             files = [str(conv.workspace.add_upload(Path(f))) for f in files]
         user = user_messages(text, files)
         why = "your edit" if replace is not None else ""
@@ -171,13 +177,15 @@ class ChatApp:
             refusal = "\n\n".join(problems) + (
                 "\n\nNothing was run. Send the request again with an image or audio file that opens."
             )
+        elif full:
+            user, refusal = user_messages(text, []), DISK_FULL
         elif not text:
             refusal = "What should I do with this file? Send it again with a request."
         else:
             refusal = self.host.tokens.refusal(client)
         if not refusal:
             try:
-                pipeline = self.pipeline_for(choice, hf_token)
+                pipeline = self.pipeline_for(choice, client, hf_token)
             except ValueError as e:
                 refusal = f"**Settings problem:** {e}"
         if refusal:  # answered at once: the request and why nothing runs
@@ -192,8 +200,8 @@ class ChatApp:
             session,
             text,
             user,
-            lambda cancel: self.host.tokens.counted(
-                client, start(text, workspace=conv.workspace, files=paths, history=history, cancelled=cancel)
+            lambda cancel: start(
+                text, workspace=conv.workspace, files=paths, history=history, cancelled=cancel
             ),
             poll=poll,
             replace=replace,
@@ -220,10 +228,11 @@ class ChatApp:
         text = " ".join(text.split())
         return text if len(text) <= 60 else text[:59] + "…"
 
-    def pipeline_for(self, choice: LLMChoice, hf_token: str | None = None) -> Pipeline:
-        """A pipeline with this session's settings; ValueError for a settings problem."""
+    def pipeline_for(self, choice: LLMChoice, caller: str, hf_token: str | None = None) -> Pipeline:
+        """A pipeline with this session's settings, its LLM calls charged to `caller` (webui.host);
+        ValueError for a settings problem."""
         s = self.request_settings(choice)
-        return self.host.pipeline(s, context=contextvars.copy_context(), hf_token=hf_token)
+        return self.host.pipeline(s, caller=caller, context=contextvars.copy_context(), hf_token=hf_token)
 
     def stream_run(
         self,

@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Collection
@@ -79,10 +80,31 @@ class ConversationStore:
         # With a cap: the bytes of each conversation on disk, by its record's path (saved or deleted).
         # A save measures its own conversation only; a sweep measures them all again.
         self._sizes: dict[Path, int] | None = None
+        self._owners: dict[Path, str] = {}  # whose each one is (a caller's hash), for the shares
 
     @staticmethod
     def folder_id(key: str) -> str:
+        """The folder of a browser's key; a key "folder:<id>" names the folder itself (a
+        conversation taken up with no page open, webui.conversations.ConversationTable.adopt)."""
+        if key.startswith("folder:"):
+            return key.removeprefix("folder:")
         return hashlib.sha256(key.encode()).hexdigest()[:40]
+
+    def running(self) -> list[tuple[str, dict[str, Any]]]:
+        """(folder id, record) of each conversation saved while a request ran: the app stopped."""
+        found = []
+        for path in sorted(self.root.glob("*.json")):
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if (
+                isinstance(record, dict)
+                and record.get("running") is True
+                and not self._expired(record.get("updated"))
+            ):
+                found.append((path.stem, record))
+        return found
 
     def workspace_root(self, key: str) -> Path:
         return self.root / self.folder_id(key)
@@ -109,16 +131,23 @@ class ConversationStore:
         record = {**record, "updated": self.clock()}
         path = self._record(key)
         partial = path.with_suffix(".partial")
-        partial.write_text(json.dumps(record, ensure_ascii=False, default=str), encoding="utf-8")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # the app's own user only
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(json.dumps(record, ensure_ascii=False, default=str))
         os.replace(partial, path)
         os.utime(path, (record["updated"], record["updated"]))  # its age, for the cap's order
         if self.max_bytes is not None:
             self._measured()[path] = self._size(path)
+            self._owners[path] = str(record.get("caller") or "")
 
     @property
     def over_cap(self) -> bool:
         """Whether the conversations on disk take more than the cap (as last measured)."""
-        return self.max_bytes is not None and sum(self._measured().values()) > self.max_bytes
+        return self.would_pass(0)
+
+    def would_pass(self, incoming: int) -> bool:
+        """Whether `incoming` more bytes would take the conversations past the cap."""
+        return self.max_bytes is not None and sum(self._measured().values()) + incoming > self.max_bytes
 
     def delete(self, key: str) -> bool:
         """Moves the record and the workspace aside for an undo; False when there was no record."""
@@ -153,6 +182,7 @@ class ConversationStore:
     def _moved(self, old: Path, new: Path) -> None:
         if self._sizes is not None:
             self._sizes[new] = self._sizes.pop(old, 0) or self._size(new)
+            self._owners[new] = self._owners.pop(old, "")
 
     def sweep(self, gone: Callable[[Path], object] = lambda root: None, *, keep: Collection[str] = ()) -> int:
         """Removes expired conversations, and deleted ones past their undo; then, over the cap,
@@ -179,17 +209,33 @@ class ConversationStore:
             removed += self.trim(gone, keep=keep)
         return removed
 
-    def trim(self, gone: Callable[[Path], object] = lambda root: None, *, keep: Collection[str] = ()) -> int:
-        """Over the cap (sizes as last measured), removes the least recently updated conversations,
-        deleted ones first, until the rest fits; never those of the keys in `keep`. Returns how many."""
-        if not self.over_cap:
+    def trim(
+        self,
+        gone: Callable[[Path], object] = lambda root: None,
+        *,
+        keep: Collection[str] = (),
+        caller: str | None = None,
+        need: int = 0,
+    ) -> int:
+        """Over the cap (sizes as last measured), or short of `need` more bytes, removes the least
+        recently updated conversations, deleted ones first, until the rest fits; never those of the
+        keys in `keep`. On behalf of `caller` (caller_id), its own go first, and another caller's
+        only while it holds less than its share of the cap (the cap over the callers on disk): one
+        caller cannot push the others out. Returns how many."""
+        if not self.would_pass(need):
             return 0
         sizes, kept = self._measured(), {self._record(k) for k in keep}
+        limit = (self.max_bytes or 0) - need
         total, removed = sum(sizes.values()), 0
         # A deleted one (it waits for an undo) goes first, then by the time each was last saved.
         order = sorted(sizes, key=lambda p: (p.parent != self.deleted, _mtime(p)))
+        if caller is not None:
+            mine = [r for r in order if self._owners.get(r, "") == caller]
+            share = (self.max_bytes or 0) // len({*self._owners.values(), caller})
+            held = sum(sizes[r] for r in mine) + need
+            order = mine + ([r for r in order if r not in mine] if held <= share else [])
         for record in order:
-            if total <= (self.max_bytes or 0):
+            if total <= limit:
                 break
             if record not in kept:
                 total -= sizes[record]
@@ -200,21 +246,27 @@ class ConversationStore:
         if self._sizes is None:
             records = [*self.root.glob("*.json"), *self.deleted.glob("*.json")]
             self._sizes = {record: self._size(record) for record in records}
+            self._owners = {record: str(_read(record).get("caller") or "") for record in records}
         return self._sizes
 
     @staticmethod
     def _size(record: Path) -> int:
-        """The bytes of a conversation: its record and every file of its workspace."""
+        """The bytes of a conversation: its record, every file of its workspace, and the copies of
+        them served to its pages (in Gradio's cache, outside the folder, yet on the same disk)."""
         size = _file_size(record)
         for folder, _, names in os.walk(record.with_suffix("")):
             size += sum(_file_size(Path(folder, name)) for name in names)
-        return size
+        return size + sum(_file_size(copy) for copy in _copies(record))
 
     def _remove(self, base: Path, name: str, gone: Callable[[Path], object]) -> int:
-        (base / f"{name}.json").unlink(missing_ok=True)
+        record = base / f"{name}.json"
+        for copy in _copies(record):  # each copy sits alone in its own random folder (webui.files)
+            shutil.rmtree(copy.parent, ignore_errors=True)
+        record.unlink(missing_ok=True)
         shutil.rmtree(base / name, ignore_errors=True)
         if self._sizes is not None:
-            self._sizes.pop(base / f"{name}.json", None)
+            self._sizes.pop(record, None)
+        self._owners.pop(record, None)
         gone(self.root / name)
         return 1
 
@@ -222,6 +274,33 @@ class ConversationStore:
         if not isinstance(updated, int | float):
             return True
         return self.clock() - updated > self.retention_seconds
+
+
+def caller_id(caller: str) -> str:
+    """Whose a saved conversation is, for the cap's shares: a hash, no address on disk."""
+    return hashlib.sha256(("caller:" + caller).encode()).hexdigest()[:16]
+
+
+def _read(record: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+_COPY_FOLDER = re.compile(r"[0-9a-f]{32}")  # the random folder names webui.files makes
+
+
+def _copies(record: Path) -> list[Path]:
+    """The served copies a record lists, each alone in a random folder (others are not ours)."""
+    found = []
+    for pair in _read(record).get("copies") or []:
+        if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], str):
+            copy = Path(pair[1])
+            if copy.is_absolute() and _COPY_FOLDER.fullmatch(copy.parent.name):
+                found.append(copy)
+    return found
 
 
 def _file_size(path: Path) -> int:

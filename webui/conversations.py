@@ -10,6 +10,7 @@ hash is known to the client, the folder is not).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import threading
@@ -23,19 +24,28 @@ from pathlib import Path
 from typing import Any
 
 from hugginggpt.cache import ResultCache
+from hugginggpt.journal import JournalState
 from hugginggpt.llm import Message
 from hugginggpt.workspace import Workspace
 
-from .conversation_store import ConversationStore
+from . import interrupted
+from .conversation_store import ConversationStore, caller_id
 from .live_runs import LiveRun
+from .record_paths import absolute as _absolute
+from .record_paths import map_paths as _map_paths
+from .record_paths import relative as _relative
 from .review_form import Draft, draft_to_json
 from .turns import Turn
 
 log = logging.getLogger(__name__)
 SWEEP_SECONDS = 600.0  # how often expired conversations are looked for
-INTERRUPTED = (
-    "*The app restarted while this request ran, so it did not finish. Press ↻ (retry) under this "
-    "message to run it again.*"
+INTERRUPTED = interrupted.RESUMABLE
+FOLDER_KEY = "folder:"  # a conversation taken up with no page open is saved under its folder's id
+
+
+DISK_FULL = (
+    "This app's disk for conversations is full right now, so the files were not kept. "
+    "Delete an earlier conversation of yours, or try again later."
 )
 
 
@@ -66,6 +76,7 @@ class Conversation:
     last_run: Draft | None = None  # the plan of the last run, to edit and run again
     turns: list[Turn] = field(default_factory=list)  # where each request begins (webui.turns)
     forget_results: Callable[[], object] = lambda: None  # deletes its result cache entries
+    resumable: JournalState | None = None  # the run a restart cut off, to continue (webui.resume_runs)
 
     def remove(self) -> None:
         """Stop its run and delete its files: the workspace and every copy served to the page."""
@@ -96,6 +107,7 @@ class Conversation:
         here = self.workspace.root
         return {
             "title": self.title,
+            "caller": caller_id(self.client),  # whose it is, for the disk cap's shares
             "created": self.created,
             "requests": self.requests,
             "history": self.history,
@@ -131,7 +143,8 @@ class Conversation:
         conv.turns = [t for raw in record.get("turns") or [] if (t := Turn.from_json(raw)) is not None]
         conv.last_run, conv.pending = read_draft(record.get("last_run")), read_draft(record.get("pending"))
         if record.get("running") is True:  # the app stopped while its last request ran
-            conv.display.append({"role": "assistant", "content": INTERRUPTED})
+            conv.resumable = interrupted.cut_off_run(workspace)
+            conv.display.append({"role": "assistant", "content": interrupted.note_for(conv.resumable)})
         return conv
 
 
@@ -170,6 +183,7 @@ class ConversationTable:
         self._lock = threading.Lock()
         self._store_lock = threading.Lock()  # one save or delete at a time
         self._swept = clock()
+        self._adopted: dict[str, Conversation] = {}  # by folder id: taken up with no page open
 
     def get(self, session: str, client: str) -> Conversation:
         """The session's conversation, made on first use by a caller at address `client` (webui.callers;
@@ -211,11 +225,26 @@ class ConversationTable:
         """A saved conversation, from disk (called with the lock held)."""
         if self.store is None or not self.saved(session):
             return None
+        adopted = self._adopted.pop(self.store.folder_id(session), None)
+        if adopted is not None:  # taken up on start (webui.resume_runs): its page is back
+            adopted.key = session
+            return adopted
         record = self.store.load(session)
         if record is None:
             return None
         workspace = Workspace(self.store.workspace_root(session))
         return self._with_cache(Conversation.from_record(workspace, session, record, self.read_draft))
+
+    def adopt(self, folder_id: str, record: dict[str, Any]) -> Conversation:
+        """A saved conversation taken up while no page has it open (a run resumed on start): it is
+        saved under its folder, and the page that opens it next finds it here, run and all."""
+        assert self.store is not None
+        key = FOLDER_KEY + folder_id
+        workspace = Workspace(self.store.workspace_root(key))
+        conv = self._with_cache(Conversation.from_record(workspace, key, record, self.read_draft))
+        with self._lock:
+            self._adopted[folder_id] = conv
+        return conv
 
     def save(self, conv: Conversation) -> None:
         """Writes a browser's conversation to disk (if anything happened in it and it still exists)."""
@@ -226,8 +255,18 @@ class ConversationTable:
                 self.store.save(conv.key, conv.record())
             except OSError as e:  # a full or read-only disk: the chat goes on, kept in memory only
                 log.warning("conversation not saved: %s", e)
-            if self.store.over_cap:  # the oldest go at once, not at the next sweep
-                self.store.trim(gone=self._forget_results, keep=self._open_keys())
+            self.make_room(conv, [], locked=True)  # over the cap, the oldest go at once, not at a sweep
+
+    def make_room(self, conv: Conversation, files: list[str], *, locked: bool = False) -> bool:
+        """Trims the disk cap's conversations for `files` to join `conv` (its caller's own first:
+        webui.conversation_store); False when they would still pass it (then: DISK_FULL)."""
+        if self.store is None or not self.saved(conv.key):
+            return True
+        incoming = sum(Path(f).stat().st_size for f in files if Path(f).is_file())
+        with contextlib.nullcontext() if locked else self._store_lock:
+            keep, caller = self._open_keys(), caller_id(conv.client)
+            self.store.trim(gone=self._forget_results, keep=keep, caller=caller, need=incoming)
+            return not self.store.would_pass(incoming)
 
     def _end_idle(self) -> list[Conversation]:
         """Takes idle conversations out of memory; returns those that end with it (not saved)."""
@@ -238,6 +277,8 @@ class ConversationTable:
 
     def _check_room(self, client: str) -> None:
         if len(self._by_session) >= self.limit:
+            self._end_one_unused()
+        if len(self._by_session) >= self.limit:
             raise TableFull(
                 "The app is holding as many conversations as it can right now; try again in a few minutes."
             )
@@ -246,6 +287,15 @@ class ConversationTable:
                 f"Too many conversations from your address ({self.per_client}); close some tabs "
                 "or wait for them to time out."
             )
+
+    def _end_one_unused(self) -> None:
+        """A full table's oldest conversation that never ran, waits on no plan and was unused for
+        the leave grace goes first: it holds nothing, yet would hold its place for the idle hour."""
+        since = self.clock() - self.leave_grace_seconds
+        for key, conv in self._by_session.items():  # oldest first
+            if conv.requests == 0 and conv.cancel is None and conv.pending is None and conv.last_used < since:
+                del self._by_session[key]
+                return None if conv.key else conv.remove()  # a saved one stays on disk
 
     def leave(self, session: str) -> None:
         """Its page went away: unless a page comes back to it within the grace, it leaves memory
@@ -355,29 +405,3 @@ class ConversationTable:
     def values(self) -> list[Conversation]:
         with self._lock:
             return list(self._by_session.values())
-
-
-def _map_paths(messages: list[dict[str, Any]], change: Callable[[str], str]) -> list[dict[str, Any]]:
-    """`messages` with the path of every file part changed by `change`."""
-
-    def part(content: Any) -> Any:
-        if isinstance(content, list):
-            return [part(c) for c in content]
-        if isinstance(content, dict) and isinstance(content.get("path"), str):
-            return {**content, "path": change(content["path"])}
-        return content
-
-    return [{**m, "content": part(m.get("content"))} for m in messages]
-
-
-def _relative(path: str | Path, root: Path) -> str:
-    resolved = Path(path).resolve()
-    return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else str(path)
-
-
-def _absolute(path: str, root: Path) -> str:
-    """A saved path as a real one; a relative one must stay inside the workspace."""
-    if Path(path).is_absolute():
-        return path
-    resolved = (root / path).resolve()
-    return str(resolved) if resolved.is_relative_to(root) else str(root / "missing")

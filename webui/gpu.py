@@ -78,6 +78,18 @@ def zerogpu_active() -> bool:
     return run_on_gpu is not _on_gpu
 
 
+def visitor_ip_token(context: contextvars.Context | None) -> str | None:
+    """The visitor's `x-ip-token` header (set by Hugging Face on a Space), read from the Gradio
+    request in `context`: Space tools forward it, so a ZeroGPU Space counts the visitor's quota."""
+    from gradio.context import LocalContext
+
+    if context is None:
+        return None
+    request = context.run(LocalContext.request.get, None)
+    headers = getattr(request, "headers", None)
+    return headers.get("x-ip-token") if headers is not None else None
+
+
 def on_gpu(endpoint: Endpoint, context: contextvars.Context | None = None) -> Endpoint:
     """`endpoint` with its runs going through the GPU function, or `endpoint` itself off ZeroGPU."""
     if not zerogpu_active():

@@ -28,6 +28,7 @@ from hugginggpt.pipeline import Pipeline
 from . import saved
 from .backends import Backends
 from .callers import Callers
+from .charged_llm import ChargedLLM
 from .conversation_store import ConversationStore, max_bytes, retention_hours, work_folder
 from .conversations import Conversation, ConversationTable
 from .review_form import draft_from_json
@@ -87,7 +88,7 @@ class Host:
         )
         self.conversations.sweep()
         self.slots = RunSlots(concurrency or settings.app_concurrency)  # every door's requests at once
-        self.callers = Callers(settings.proxies)
+        self.callers = Callers(settings.proxies, ipv6_prefix=settings.caller_ipv6_prefix)
         # On a public app, each visitor's LLM tokens a day (one table for every door).
         self.tokens = DailyTokens(settings.visitor_daily_tokens if self.public_llm_only else 0)
         metrics.watch(
@@ -113,6 +114,13 @@ class Host:
         review, comes here; looking at a conversation (`find`) never makes one."""
         return self.conversations.get(session, caller)
 
+    def first_message_refusal(self, text: str, files: list[str], caller: str) -> str | None:
+        """Why a session's first message makes no conversation: "" when it is empty (nothing is
+        said), the budget's refusal for a request; None: it may be admitted."""
+        if not text.strip():
+            return None if files else ""
+        return self.tokens.refusal(caller)
+
     def find(self, session: str) -> Conversation | None:
         return self.conversations.find(session)
 
@@ -129,15 +137,21 @@ class Host:
         self,
         s: Settings,
         *,
+        caller: str,
         context: contextvars.Context | None = None,
         hf_token: str | None = None,
         cached: bool = True,
         cache_scope: str | None = None,
     ) -> Pipeline:
-        """A pipeline with settings `s`; `context` is the request's (ZeroGPU reads it), `hf_token` a
-        signed-in visitor's; `cached=False` keeps no result, `cache_scope` names whose results these are."""
+        """A pipeline with settings `s` for one visitor's run, whichever door or action starts it:
+        every LLM call it makes is charged to `caller` before it is made (webui.charged_llm).
+        `context` is the request's (ZeroGPU reads it), `hf_token` a signed-in visitor's;
+        `cached=False` keeps no result, `cache_scope` names whose results these are."""
+        llm = self.llm_for(s)
+        if self.tokens.limit:
+            llm = ChargedLLM(llm, self.tokens, caller)
         return Pipeline(
-            llm=self.llm_for(s),
+            llm=llm,
             catalog=self.catalog,
             endpoint=self.backends.endpoint_for(s.inference, context, hf_token=hf_token),
             settings=s,

@@ -1,9 +1,10 @@
 """The actions under the last message of the chat: Gradio's message options, one button each.
 
 A finished run offers a new seed for each image, sound or clip it drew, and its plan to edit; both
-do the turn again in place (webui.turns). The chat's own retry icon regenerates the whole turn and
-its pencil edits a request. Options show only under the chat's last message, and only once its run
-has ended, so nothing here can be clicked while a run goes.
+do the turn again in place (webui.turns). A request a restart cut off offers to continue its run.
+The chat's own retry icon regenerates the whole turn and its pencil edits a request. Options show
+only under the chat's last message, and only once its run has ended, so nothing here can be
+clicked while a run goes.
 No Gradio here: an option is the dict {"label", "value"} that gr.Chatbot takes.
 """
 
@@ -13,11 +14,14 @@ from typing import Any
 
 REGENERATE = "regenerate:"
 EDIT_PLAN = "edit-plan"
+CONTINUE = "continue"  # a run a restart cut off, taken up where it stopped (webui.resume_runs)
 _KINDS = {"text-to-speech": "voice", "text-to-video": "video"}
 
 
 def options(conv: Any) -> list[dict[str, str]]:
     """The options of the conversation `conv` (webui.conversations), for its last message."""
+    if conv is not None and conv.resumable is not None and conv.cancel is None:
+        return [{"label": "▶ Continue", "value": CONTINUE}]  # a request a restart cut off
     draft = None if conv is None or conv.pending is not None else conv.last_run
     if draft is None:
         return []

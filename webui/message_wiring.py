@@ -10,7 +10,7 @@ from typing import Any
 
 import gradio
 
-from . import message_actions, review_chat, turns
+from . import message_actions, resume_runs, review_chat, turns
 from .chat import ChatApp
 from .host import Host
 from .session_settings import LLMChoice
@@ -105,11 +105,14 @@ class MessageActions:
         )
 
     def on_option(self, request: Any, clicked: dict[str, Any], hf_token: str | None, conv_key, *values):
-        """An option under the last answer: a new seed for one task's media, or its plan to edit
-        (the form opens under the chat once this returns: the chain's refresh draws it)."""
+        """An option under the last answer: a new seed for one task's media, its plan to edit (the
+        form opens under the chat once this returns: the chain's refresh draws it), or a run a
+        restart cut off, continued."""
         session, the_choice, _ = self._actor(conv_key, request, values)
         task = message_actions.regenerated_task(clicked["value"])
-        if task is not None:
+        if clicked["value"] == message_actions.CONTINUE:
+            updates = resume_runs.continue_run(self.chat, session, the_choice, hf_token=hf_token)
+        elif task is not None:
             updates = review_chat.regenerate(self.chat, session, [task], the_choice, hf_token=hf_token)
         else:
             review_chat.edit_last_run(self.chat, session)
@@ -138,7 +141,11 @@ class MessageActions:
 
         def busy(data: data_type):  # Gradio finds the event's data by this annotation
             clicked = {"index": data.index, "value": data.value}
-            if data_type is gr.SelectData and message_actions.regenerated_task(data.value) is None:
+            runs = (
+                message_actions.regenerated_task(data.value) is not None
+                or data.value == message_actions.CONTINUE
+            )
+            if data_type is gr.SelectData and not runs:
                 return *(gr.skip(),) * n, clicked
             return *busy_values(), clicked
 

@@ -140,6 +140,7 @@ class RunView:
         self.estimated_seconds: dict[int, float | None] = {}
         self.texts: dict[int, str] = {}  # each task's text output, to name what a later task used
         self.cached: set[int] = set()  # tasks served from the result cache
+        self.resumed: set[int] = set()  # tasks that finished before a crash (hugginggpt.resume)
         self.names: dict[int, str] = {}  # each task's type
         self._tasks: dict[int, dict[str, Any]] = {}
         self._media_of: dict[int, list[dict[str, Any]]] = {}  # each task's media messages
@@ -204,7 +205,7 @@ class RunView:
     def _task_title(self, i: int, task: str) -> str:
         model = self.models.get(i)
         state = self.states.get(i, "waiting")
-        cached = "from the cache" if i in self.cached else ""
+        cached = self._served(i)
         return " · ".join(
             x
             for x in (f"Task {i}", plain(task), plain(model) if model else "", state_badge(state), cached)
@@ -345,6 +346,8 @@ class RunView:
         self.models[i] = model
         if event.cached:
             self.cached.add(i)
+        if event.resumed:
+            self.resumed.add(i)
         text = [_value_text(a) for a in outputs if a.path is None]
         self.texts[i] = next((a.value for a in outputs if a.kind == ArtifactKind.TEXT), "")
         node = self._set_state(i, task, "done", seconds=seconds)
@@ -359,8 +362,14 @@ class RunView:
                 self.messages.append(media)
                 self._media_of.setdefault(i, []).append(media)
 
+    def _served(self, i: int) -> str:
+        """How a task that ran no model got its outputs; "" for one that ran."""
+        if i in self.resumed:
+            return "from before the restart"
+        return "from the cache" if i in self.cached else ""
+
     def _media(self, i: int, task: str, model: str, a: Artifact, outputs: list[Artifact], seconds: float):
-        took = "from the cache" if i in self.cached else f"{seconds:.1f} s"
+        took = self._served(i) or f"{seconds:.1f} s"
         caption = f"*Task {i} · {plain(task)} · {plain(model)} · {took}*"
         source = self._arg(i, "image")
         if task in ANNOTATES and source:
@@ -437,7 +446,10 @@ class RunView:
         parts += [
             f"{state_badge(s)} {counts[s]}" for s in ("failed", "skipped", "not finished") if counts.get(s)
         ]
-        spent = done.usage
+        crashes = int(done.trace.get("crashes") or 0)  # a run continued after a restart (hugginggpt.resume)
+        if crashes:
+            parts.append(f"continued after {crashes} restart{'s' if crashes != 1 else ''}")
+        spent = done.usage  # every attempt's tokens, for a continued run
         if spent.total_tokens:
             cost = spent.cost
             parts.append(

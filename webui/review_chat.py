@@ -200,10 +200,14 @@ def _run(
     conv = chat.find(session)
     if conv is None:
         return
+    # A re-run's LLM calls are charged to the conversation's caller, as its first request's were.
+    refusal = chat.host.tokens.refusal(conv.client)
     try:
-        pipeline = chat.pipeline_for(choice, hf_token)
+        pipeline = chat.pipeline_for(choice, conv.client, hf_token)
     except ValueError as e:
-        yield conv.display + [_note(f"**Settings problem:** {e}")], conv.traces, False
+        refusal = f"**Settings problem:** {e}"
+    if refusal:
+        yield conv.display + [_note(refusal)], conv.traces, False
         return
     conv.requests += 1
     history = history_before(conv.history, conv.turns, replace)

@@ -1,6 +1,8 @@
-"""What this browser keeps between visits (a gr.BrowserState in its localStorage, encrypted with
-the app's stable secret, webui.browser_secret): which conversation is open, a short list of earlier
-ones, and the Settings panel's values.
+"""What this browser keeps between visits (a gr.BrowserState in its localStorage): which
+conversation is open, a short list of earlier ones, and the Settings panel's values. Gradio
+encrypts the store with the app's stable secret (webui.browser_secret), but sends that secret to
+every page: it ties the store to this app and protects nothing. Each key is a bearer credential,
+and a remembered API key is as safe as the browser profile.
 
 The browser keeps only each conversation's key, an unguessable random string; everything else
 (title, messages, files) stays on the server under that key, so a crafted store can name no file

@@ -43,6 +43,7 @@ def open_turn(conv: Any, user: list[dict[str, Any]], text: str, *, replace: int 
     )
     if replace is None:
         conv.last_run = None
+    conv.resumable = None  # a run cut off by a restart is continued, or replaced, by this one
 
 
 def history_before(history: list[Any], turns: list[Turn], replace: int | None) -> list[Any]:

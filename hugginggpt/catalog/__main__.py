@@ -164,6 +164,39 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0 if found else 1
 
 
+def cmd_add_tool(args: argparse.Namespace) -> int:
+    """add-space / add-mcp: the tools' entries, added to --out."""
+    from ..config import load_settings
+    from .add_tool import entry, mcp_refs, read_raw, space_refs, write_entries
+
+    token = load_settings().hf_token
+    try:
+        if args.command == "add-space":
+            refs = space_refs(args.target, args.api, args.header, token)
+        else:
+            refs = mcp_refs(args.target, args.tool, args.header, token)
+    except Exception as err:  # noqa: BLE001 (unreachable, refused, not a Gradio app or MCP server: told plainly)
+        print(
+            f"error: cannot read the tools of {args.target}: {str(err)[:400] or type(err).__name__}",
+            file=sys.stderr,
+        )
+        return 1
+    ids = {f"{r.kind}:{r.server}/{r.name}" for r in refs}
+    taken = {str(e.get("task")) for e in read_raw(args.out) if e.get("id") not in ids and "tool" in e}
+    entries = []
+    for ref in refs:
+        entries.append(entry(ref, own_task=args.own_task, taken=taken, license=args.license))
+        taken.add(entries[-1]["task"])
+    write_entries(entries, args.out)
+    for e in entries:
+        print(f"{e['id']}: task {e['task']}")
+    print(
+        f"wrote {len(entries)} tool(s) to {args.out}; review it, then use it with --catalog {args.out} "
+        f"or HUGGINGGPT_CATALOG={args.out}"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hugginggpt.catalog", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -201,6 +234,32 @@ def main(argv: list[str] | None = None) -> int:
         else:
             p.add_argument("id")
             p.set_defaults(run=cmd_show)
+    for name, what, item in (
+        ("add-space", "a Gradio Space (OWNER/NAME) or any Gradio app's URL", "api"),
+        ("add-mcp", "an MCP server's streamable HTTP URL, or a command that starts one over stdio", "tool"),
+    ):
+        p = sub.add_parser(name, help=f"add the tools of {what} to a user catalog")
+        p.add_argument("target", help=what)
+        p.add_argument(
+            f"--{item}", action="append", default=[], metavar="NAME", help=f"only this {item} (repeatable)"
+        )
+        p.add_argument("--out", type=Path, default=default_out(), help=f"default {default_out()}")
+        p.add_argument(
+            "--header",
+            action="append",
+            default=[],
+            metavar="NAME=${VAR}",
+            help="sent to the server; the value from the environment",
+        )
+        p.add_argument(
+            "--own-task",
+            action="store_true",
+            help="a task type of its own even where it fits an existing one",
+        )
+        p.add_argument(
+            "--license", help="the tool's licence (a tool of unknown licence is refused under --licenses)"
+        )
+        p.set_defaults(run=cmd_add_tool)
     args = parser.parse_args(argv)
     return args.run(args)
 

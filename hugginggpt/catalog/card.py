@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .tools import ToolRef, parse_tool
+
 
 @dataclass(frozen=True)
 class ProviderRoute:
@@ -41,6 +43,8 @@ class ModelCard:
     # Which inference providers serve it, from the Hub (`catalog refresh`, or a user entry).
     # None: not known (the shipped catalog, most user entries); (): the Hub lists none.
     providers: tuple[ProviderRoute, ...] | None = None
+    # A Gradio Space's endpoint or an MCP tool (catalog/tools.py) instead of a model; id is the entry's.
+    tool: ToolRef | None = None
 
     @property
     def source(self) -> str:
@@ -54,6 +58,8 @@ class ModelCard:
 
     def to_json(self) -> dict[str, Any]:
         raw = {k: v for k, v in asdict(self).items() if v not in (None, (), "") or k == "providers"}
+        if self.tool is not None:
+            raw["tool"] = self.tool.to_json()
         if raw["providers"] is None:
             del raw["providers"]  # unknown; an empty list says "no provider" and stays
         else:  # a price only where one is known
@@ -74,4 +80,8 @@ class ModelCard:
             values["providers"] = tuple(
                 r if isinstance(r, ProviderRoute) else ProviderRoute(**r) for r in values["providers"]
             )
+        if isinstance(values.get("tool"), dict):
+            values["tool"], problem = parse_tool(values["tool"])
+            if problem:
+                raise ValueError(problem)
         return cls(**values)

@@ -12,9 +12,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
+from ..tasks import BUILT_IN, register
 from .card import ModelCard
 from .indexed_file import IndexedFile
 from .rules import folder_library, is_local
+from .tools import ToolRef, task_spec
 from .userfile import Entry, read_user_file
 
 SHIPPED = Path(__file__).parent / "models.jsonl"
@@ -38,6 +40,7 @@ class Catalog:
     def add(self, card: ModelCard) -> None:
         """Add `card`, replacing any card with the same task and id."""
         with self._lock:
+            _register_tool_task(card.task, card.tool)
             self._merge(card.task)
             self._overlay.setdefault(card.task, {})[card.id] = card
             self._sorted.pop(card.task, None)
@@ -114,7 +117,14 @@ class Catalog:
         """Merge user entries: a known (task, id) is updated field by field, a new one is added."""
         with self._lock:
             for entry in entries:
+                _register_tool_task(entry.key[0], entry.fields.get("tool"))
                 self._pending.setdefault(entry.key[0], []).append(entry)
+
+
+def _register_tool_task(task: str, tool: ToolRef | None) -> None:
+    """A tool that is a task type of its own makes that type known (tasks.register)."""
+    if tool is not None and task not in BUILT_IN:
+        register(task_spec(task, tool))
 
 
 def card_from_entry(fields: dict, earlier: ModelCard | None) -> ModelCard:

@@ -8,6 +8,7 @@ at their own server with two lines. `path:` (a local folder, relative to the fil
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from ..bounded_file import FileRefused, check_shape, parse_json
 from ..model_ids import hub_id_problem
 from ..tasks import TASKS
 from .card import ModelCard, ProviderRoute
+from .tools import parse_tool
 
 FIELDS = set(ModelCard.__dataclass_fields__)
 INT_FIELDS = ("downloads", "likes", "size_bytes")
@@ -137,8 +139,13 @@ def check(item: Any, *, base: Path) -> tuple[dict[str, Any], list[str], list[str
     for name in ("id", "task"):
         if not isinstance(item.get(name), str) or not item[name].strip():
             errors.append(f"`{name}` is required and must be a non-empty string")
-    if isinstance(item.get("task"), str) and item["task"] and item["task"] not in TASKS:
-        errors.append(f"unknown task {item['task']!r}")
+    tool = item.get("tool") is not None  # a tool may be a task type of its own (catalog/tools.py)
+    task = item.get("task")
+    if isinstance(task, str) and task and task not in TASKS and not tool:
+        errors.append(f"unknown task {task!r}")
+    elif isinstance(task, str) and task not in TASKS and not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", task):
+        # plans spell task names so (plan.py): another spelling would be a type no plan can name
+        errors.append(f"a tool's own task type is lowercase words joined by '-', got {task!r}")
     for name, value in item.items():
         if name not in FIELDS or value is None:
             continue
@@ -161,13 +168,18 @@ def check(item: Any, *, base: Path) -> tuple[dict[str, Any], list[str], list[str
                 errors.append(f"`{name}` must be a list of strings")
                 continue
             value = tuple(value)
+        elif name == "tool":
+            value, problem = parse_tool(value)
+            if problem:
+                errors.append(problem)
+                continue
         elif name == "providers":
             value, problem = _providers(value)
             if problem:
                 errors.append(problem)
                 continue
         fields[name] = value
-    if "id" in fields and "path" not in fields and "endpoint_url" not in fields:
+    if "id" in fields and not tool and not {"path", "endpoint_url"} & set(fields):
         problem = hub_id_problem(fields["id"])  # the id alone is what gets loaded or called
         if problem is not None:
             errors.append(

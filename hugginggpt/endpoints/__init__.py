@@ -11,8 +11,10 @@ from .base import (
 )
 from .hosted import HostedEndpoint
 from .local import LocalEndpoint
+from .mcp_tool import McpToolEndpoint
 from .remote import RemoteEndpoint
 from .router import RoutedEndpoint
+from .space import SpaceEndpoint
 
 
 def build_backends(
@@ -28,6 +30,8 @@ def build_backends(
     backends: dict[str, Endpoint] = {
         "local": LocalEndpoint(),
         "hosted": HostedEndpoint(token=hf_token, provider=provider, timeout=timeout),
+        "space": SpaceEndpoint(hf_token=hf_token, timeout=timeout),
+        "mcp": McpToolEndpoint(hf_token=hf_token, timeout=timeout),
     }
     if experts_url:
         backends["remote"] = RemoteEndpoint(experts_url, timeout=timeout)
@@ -53,9 +57,11 @@ __all__ = [
     "Footprint",
     "HostedEndpoint",
     "LocalEndpoint",
+    "McpToolEndpoint",
     "ModelUnavailable",
     "RemoteEndpoint",
     "RoutedEndpoint",
+    "SpaceEndpoint",
     "StopSignal",
     "Stopped",
     "build_backends",

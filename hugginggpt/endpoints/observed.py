@@ -69,7 +69,9 @@ class ObservedEndpoint(WrappedEndpoint):
             if span is not None:
                 from opentelemetry.trace import Status, StatusCode
 
-                span.set_status(Status(StatusCode.ERROR, str(exc)[:500]))
+                span.set_status(
+                    Status(StatusCode.ERROR, str(exc)[:500] if content else "task attempt failed")
+                )
             raise
         finally:
             _ANSWERED_BY.reset(token)

@@ -48,6 +48,19 @@ def parser() -> argparse.ArgumentParser:
         default=MAX_CONNECTIONS,
         help=f"connections at once (default {MAX_CONNECTIONS}; beyond it 503)",
     )
+    p.add_argument(
+        "--max-connections-per-client",
+        type=int,
+        default=0,
+        help="one client's requests at once (default: a quarter of --max-connections; beyond it 503)",
+    )
+    p.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDRESS",
+        help="a proxy (address or network) whose X-Forwarded-For names the client; repeatable",
+    )
     return p
 
 
@@ -66,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                 "max_audio_seconds": args.max_audio_seconds,
                 "body_seconds": args.body_seconds,
                 "max_connections": args.max_connections,
+                "max_connections_per_client": args.max_connections_per_client,
+                "trusted_proxies": args.trusted_proxy,
             }
         )
     except ValueError as exc:

@@ -22,12 +22,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import telemetry
 from ..handlers import HANDLERS
+from .fair import FairShare
 from .jobs import BAD_REQUEST, CLIENT_GONE, FAILED, UNSERVABLE, Job, Reply, execute
 from .limits import Limits, MediaRefused
 from .metrics import ServerMetrics
@@ -218,5 +220,8 @@ def create_app(
             Route("/models", models, methods=["GET"]),
             Route("/models/{path:path}", infer, methods=["POST"]),
             Route("/metrics", measured.scrape, methods=["GET"]),
-        ]
+        ],
+        middleware=[  # one client's share of the connections (serve.fair)
+            Middleware(FairShare, per_client=limits.per_client(), trusted_proxies=limits.trusted_proxies)
+        ],
     )

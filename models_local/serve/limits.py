@@ -3,7 +3,8 @@
 An image's size is read from its header (Pillow opens lazily), an audio clip's length from its
 header (libsndfile): a 12000x12000 PNG is 419 kB on the wire and 2.5 GB decoded, so the cap is
 checked before a single pixel is. Connections are bounded by uvicorn's own settings (see
-`uvicorn_options`); uvicorn has no time-out for a body that stalls, so the app bounds that read.
+`uvicorn_options`), and each client's share of them by serve.fair; uvicorn has no time-out for
+a body that stalls, so the app bounds that read.
 """
 
 from __future__ import annotations
@@ -13,11 +14,15 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from .fair import per_client_default
+
 MAX_PIXELS = 40_000_000  # the app's cap on uploads (webui/uploads.py): the same here
 MAX_AUDIO_SECONDS = 600.0
 BODY_SECONDS = 30.0  # to receive a whole request body once its headers are in
 IDLE_SECONDS = 5  # a kept-alive connection with no request closes after this
 MAX_CONNECTIONS = 64  # connections and requests at once; beyond it uvicorn answers 503
+# One client's requests at once (serve.fair): 0 means a quarter of max_connections.
+MAX_PER_CLIENT = 0
 
 
 class MediaRefused(ValueError):
@@ -35,6 +40,11 @@ class Limits:
     body_seconds: float = BODY_SECONDS
     idle_seconds: int = IDLE_SECONDS
     max_connections: int = MAX_CONNECTIONS
+    max_per_client: int = MAX_PER_CLIENT
+    trusted_proxies: tuple[str, ...] = ()  # whose X-Forwarded-For names the client (serve.fair)
+
+    def per_client(self) -> int:
+        return min(self.max_per_client or per_client_default(self.max_connections), self.max_connections)
 
     def check(self, data: bytes, kind: str) -> None:
         """Raises MediaRefused (413 over a limit, 400 unreadable) from the header alone."""

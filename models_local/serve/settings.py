@@ -6,7 +6,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .limits import BODY_SECONDS, MAX_AUDIO_SECONDS, MAX_CONNECTIONS, MAX_PIXELS, Limits
+from .fair import parse_networks
+from .limits import BODY_SECONDS, MAX_AUDIO_SECONDS, MAX_CONNECTIONS, MAX_PER_CLIENT, MAX_PIXELS, Limits
 from .models import ModelTable
 
 
@@ -22,6 +23,8 @@ class ServerSettings:
     max_audio_seconds: float = MAX_AUDIO_SECONDS  # a longer clip is refused: 413
     body_seconds: float = BODY_SECONDS  # a request body that takes longer is refused: 408
     max_connections: int = MAX_CONNECTIONS  # python -m models_local.serve: beyond it, 503 at once
+    max_connections_per_client: int = MAX_PER_CLIENT  # one client's share (0: a quarter); then 503
+    trusted_proxies: tuple[str, ...] = ()  # proxies whose X-Forwarded-For names the client
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any] | None) -> ServerSettings:
@@ -31,15 +34,17 @@ class ServerSettings:
         unknown = set(values) - known
         if unknown:
             raise ValueError(f"unknown server settings: {', '.join(sorted(unknown))}")
+        values["trusted_proxies"] = tuple(values.get("trusted_proxies") or ())
         settings = cls(**values)
+        parse_networks(settings.trusted_proxies)  # ValueError names a bad entry
         if settings.models_dir is not None and not Path(settings.models_dir).expanduser().is_dir():
             raise ValueError(f"models_dir {settings.models_dir} is not a folder")
         if settings.diffusion_steps is not None and settings.diffusion_steps < 1:
             raise ValueError("diffusion_steps must be at least 1")
         if min(settings.max_pixels, settings.max_audio_seconds, settings.body_seconds) <= 0:
             raise ValueError("max_pixels, max_audio_seconds and body_seconds must be more than 0")
-        if settings.max_connections < 1:
-            raise ValueError("max_connections must be at least 1")
+        if settings.max_connections < 1 or settings.max_connections_per_client < 0:
+            raise ValueError("max_connections must be at least 1, max_connections_per_client not negative")
         return settings
 
     def limits(self) -> Limits:
@@ -48,6 +53,8 @@ class ServerSettings:
             max_audio_seconds=self.max_audio_seconds,
             body_seconds=self.body_seconds,
             max_connections=self.max_connections,
+            max_per_client=self.max_connections_per_client,
+            trusted_proxies=self.trusted_proxies,
         )
 
     def table(self) -> ModelTable:

@@ -34,6 +34,7 @@ class ReceivedSpan:
     end_ns: int
     error: bool
     kind: str = "INTERNAL"  # SERVER, CLIENT, ...
+    status_message: str = ""
 
 
 def _value(v: Any) -> Any:
@@ -84,6 +85,7 @@ class OTLPReceiver:
                             end_ns=s.end_time_unix_nano,
                             error=s.status.code == 2,
                             kind=Span.SpanKind.Name(s.kind).removeprefix("SPAN_KIND_"),
+                            status_message=s.status.message,
                         )
                     )
         with self._lock:
