@@ -58,6 +58,8 @@ class StreamEnd:
     usage: Usage = field(default_factory=Usage)
     finished: bool = True  # the server said the reply was complete (a finish reason)
     json_mode: bool = False  # the reply was asked for as structured output
+    finish_reason: str | None = None  # as the server said it ("stop", "length", ...)
+    model: str | None = None  # the model that answered, as the server named it
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,9 @@ class LLMCall:
     cut: str | None = None
     error: str | None = None
     started: float = field(default_factory=time.time)  # wall clock, for the call's span
+    first_piece_seconds: float | None = None  # time to the reply's first text
+    finish_reason: str | None = None
+    response_model: str | None = None
 
 
 class HangUp:
@@ -135,6 +140,7 @@ class LLM(ABC):
         self.calls: list[LLMCall] = []
         self._lock = threading.Lock()
         self.stop: threading.Event | None = None
+        self.watchers: list[Any] = []  # observe.Observer: see each call start and end
 
     def recording(self, stop: threading.Event | None = None) -> LLM:
         """This LLM with a call log of its own: one per request, so that concurrent requests
@@ -144,6 +150,7 @@ class LLM(ABC):
         view.calls = []
         view._lock = threading.Lock()
         view.stop = stop
+        view.watchers = []
         return view
 
     @abstractmethod
@@ -201,6 +208,8 @@ class LLM(ABC):
         call = LLMCall(stage=stage, messages=[dict(m) for m in messages])
         with self._lock:
             self.calls.append(call)
+        for watcher in self.watchers:
+            watcher.llm_started(call)
         started = time.monotonic()
         deadline = started + self.limits.max_seconds
         max_chars = min(max_chars or self.limits.max_reply_chars, self.limits.max_reply_chars)
@@ -236,6 +245,8 @@ class LLM(ABC):
                     call.cut = f"the connection to the LLM broke ({value})"
                     break
                 piece = value[: max_chars - size]
+                if call.first_piece_seconds is None:
+                    call.first_piece_seconds = time.monotonic() - started
                 size += len(piece)
                 parts.append(piece)
                 yield piece
@@ -250,6 +261,9 @@ class LLM(ABC):
             call.reply = "".join(parts)
             call.seconds = time.monotonic() - started
             call.usage, call.json_mode = end.usage, end.json_mode
+            call.finish_reason, call.response_model = end.finish_reason, end.model
+            for watcher in self.watchers:
+                watcher.llm_ended(call)
         return Completion(call.reply, call.usage, call.json_mode, call.cut)
 
     def _next(self, pieces: queue.Queue, deadline: float) -> tuple[Any, Any]:
@@ -380,8 +394,8 @@ class OpenAICompatibleLLM(LLM):
             raise LLMError(self._explain(e)) from None
 
     def _read(self, chunks: Any, json_mode: bool) -> Generator[str, None, StreamEnd]:
-        seen = finished = False
-        usage = Usage()
+        seen = False
+        usage, reason, model = Usage(), None, None
         with chunks:  # closes the connection when the reader stops early: the server stops generating
             for chunk in chunks:
                 if not hasattr(chunk, "choices"):  # a body that is not an event stream
@@ -389,13 +403,14 @@ class OpenAICompatibleLLM(LLM):
                 seen = True
                 if chunk.usage is not None:
                     usage = _usage(chunk.usage)
+                model = getattr(chunk, "model", None) or model
                 for choice in chunk.choices or []:
-                    finished = finished or choice.finish_reason is not None
+                    reason = choice.finish_reason or reason
                     if choice.delta and choice.delta.content:
                         yield choice.delta.content
         if not seen:  # a real stream sends at least its end; this was not an event stream at all
             raise LLMError(self._not_an_api())
-        return StreamEnd(usage, finished, json_mode)
+        return StreamEnd(usage, reason is not None, json_mode, str(reason) if reason else None, model)
 
     def _not_an_api(self) -> str:
         return (

@@ -17,6 +17,7 @@ from .endpoints import Endpoint
 from .estimate import Estimator
 from .events import Done, ErrorKind, Event, Outcome
 from .llm import LLM, Message
+from .observe import observed
 from .plan import FileRules, Plan, validate_plan
 from .planfile import Edit, GivenPlan, PlanFileError, apply_edits, choices_as_ran
 from .request_run import RequestRun
@@ -161,13 +162,15 @@ class Pipeline:
         mode: RunMode,
     ) -> Iterator[Event]:
         run = RequestRun(self, request, workspace, list(history), cancelled or threading.Event(), mode)
-        model = str(getattr(self.llm, "model", "") or self.llm.describe())
+        conversation = telemetry.conversation_id(workspace.root.name)
+        watchers = [*telemetry.observers(self.settings, self.llm, conversation), metrics.RunMetrics()]
+        run.llm.watchers = watchers  # each LLM call is seen as it starts and ends
         events = run.events(files)
         if not mode.stop_after_select:  # what a resume needs, on disk before any dependant starts
             start = journal.start_entry(run.header, run.history, self.settings)
             path = journal.journal_path(run.trace_path)
             events = journal.recorded(events, path, start, calls=lambda: run.llm.calls, root=workspace.root)
-        yield from metrics.counted(telemetry.traced(events, self.settings, model))
+        yield from observed(events, *watchers)
 
 
 def check_plan(plan: Plan, workspace: Workspace, settings: Settings) -> list[str]:

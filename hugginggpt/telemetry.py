@@ -7,36 +7,40 @@ Off, a run's events pass through untouched. On, spans are handed to a background
 exports them over OTLP/HTTP: a collector that is down or slow costs a request nothing (the queue
 drops what it cannot send).
 
-One trace per request, built from the run's own events and trace (the pipeline knows nothing of
-it): a root span, a span per stage, a span per LLM call with the GenAI semantic conventions'
-attributes (gen_ai.*), and a span per task attempt (endpoints/observed.py), whose context travels
-to the expert server as `traceparent` (inject). Prompts and replies go on spans only when the
-operator sets trace_content; keys never do.
+One trace per request, from an observer of the run's events and LLM calls (run_spans.RunTrace; the
+pipeline knows nothing of it): a root span, a span per stage, a span per LLM call with the GenAI
+semantic conventions' attributes (gen_ai.*) from the moment it starts, and a span per task attempt
+(tool_span, endpoints/observed.py) with a CLIENT span for each call to the expert server
+(client_span), whose context travels as `traceparent` and the hashed conversation id as W3C
+baggage. Prompts, replies, tool arguments and results go on spans only when the operator sets
+trace_content; keys never do.
 """
 
 from __future__ import annotations
 
 import atexit
-import json
+import contextvars
+import hashlib
 import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
-
-from .events import Done, Event, PlanReady, Stage, StageStarted
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from opentelemetry.context import Context
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Span, Tracer
 
     from .config import Settings
+    from .observe import Observer
 
 log = logging.getLogger(__name__)
 SERVICE = "hugginggpt"
 SCOPE = "hugginggpt"
 NS = 1_000_000_000
+CONVERSATION = "gen_ai.conversation.id"
 EXIT_WAIT_S = 2.0  # at exit, unsent spans get this long (a collector that is down holds nothing)
 
 _lock = threading.Lock()
@@ -115,139 +119,113 @@ def shutdown() -> None:
 
 
 def inject(headers: dict[str, str]) -> dict[str, str]:
-    """`headers` with the current span's `traceparent` added (nothing when traces are off)."""
+    """`headers` with the current span's `traceparent` (and the run's hashed conversation id as
+    `baggage`) added; nothing when traces are off."""
     if _state.get("provider") is not None:
+        from opentelemetry import baggage
         from opentelemetry.propagate import inject as put
 
-        put(headers)
+        run = running.get()
+        put(headers, context=baggage.set_baggage(CONVERSATION, run.conversation) if run else None)
     return headers
 
 
-def traced(events: Iterator[Event], settings: Settings, model: str) -> Iterator[Event]:
-    """The run's events, unchanged; while traces are on, also its spans. `model`: the LLM's name."""
+def exemplar() -> dict[str, str] | None:
+    """The current trace's id as a Prometheus exemplar; None when traces are off or none is current."""
+    if _state.get("provider") is None:
+        return None
+    from opentelemetry import trace
+
+    context = trace.get_current_span().get_span_context()
+    return {"trace_id": format(context.trace_id, "032x")} if context.is_valid else None
+
+
+def conversation_id(workspace_name: str) -> str:
+    """A conversation's id for spans: a hash of its workspace's name, never the name (a browser's key)."""
+    return hashlib.sha256(f"hugginggpt.conversation:{workspace_name}".encode()).hexdigest()[:32]
+
+
+def observers(settings: Settings, llm: Any, conversation: str) -> list[Observer]:
+    """The observers that trace one run (none while traces are off). `conversation`: conversation_id."""
     t = tracer()
     if t is None:
-        return events
-    return _traced(events, _RunSpans(t, settings, model))
+        return []
+    from .run_spans import RunTrace
+
+    return [RunTrace(t, settings, llm, conversation)]
 
 
-def _traced(events: Iterator[Event], spans: _RunSpans) -> Iterator[Event]:
-    from opentelemetry import context
-
-    try:
-        while True:
-            # The stage's span is current while the stage works: what it starts (task attempts,
-            # calls to the expert server) joins the trace under it.
-            token = context.attach(spans.context)
-            try:
-                event = next(events)
-            except StopIteration:
-                return
-            finally:
-                context.detach(token)
-            spans.seen(event)
-            yield event
-    finally:
-        spans.close()
-        getattr(events, "close", lambda: None)()  # a listener that stops early stops the run
+# The run whose stage is working in this context (RunTrace.working): task threads copy it.
+running: contextvars.ContextVar[Any] = contextvars.ContextVar("hugginggpt_run_trace", default=None)
 
 
-class _RunSpans:
-    """The spans of one run: the root, the current stage's, and the LLM calls' at the end."""
+@contextmanager
+def tool_span(task: str, call_id: str) -> Iterator[tuple[Span | None, bool]]:
+    """A task attempt's `execute_tool` span, current in the block, and whether content may go on it."""
+    t = tracer()
+    if t is None:
+        yield None, False
+        return
+    run = running.get()
+    attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": task,
+        "gen_ai.tool.type": "extension",
+        "gen_ai.tool.call.id": call_id,
+    }
+    if run is not None:
+        attributes[CONVERSATION] = run.conversation
+    with t.start_as_current_span(
+        f"execute_tool {task}", attributes=attributes, record_exception=False, set_status_on_exception=False
+    ) as span:
+        try:
+            yield span, bool(run is not None and run.settings.trace_content)
+        except Exception as exc:  # a model's failure has its status already (observed.py); a bug not
+            from opentelemetry.trace import Status, StatusCode
 
-    def __init__(self, t: Tracer, settings: Settings, model: str) -> None:
-        from opentelemetry import trace
+            status = getattr(span, "status", None)  # the SDK's span has one
+            if status is None or status.status_code is StatusCode.UNSET:
+                span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+            raise
 
-        self.t, self.settings, self.model = t, settings, model
-        self.root = t.start_span(
-            f"invoke_agent {SERVICE}",
-            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": SERVICE},
-        )
-        self.stages: dict[str, Span] = {}
-        self.open: dict[str, Span] = {}  # the stages whose spans have not ended yet
-        self.context: Context = trace.set_span_in_context(self.root)
-        self._trace = trace
 
-    def seen(self, event: Event) -> None:
-        if isinstance(event, StageStarted):
-            # A stage ends when the next begins, except planning: tasks may start while the plan is
-            # still being written (streaming execution), so its span ends when the plan is ready.
-            self._end_stages(keep=Stage.PLAN)
-            stage = self.t.start_span(f"hugginggpt.{event.stage}", context=self.context_of(self.root))
-            stage.set_attribute("hugginggpt.stage", str(event.stage))
-            self.stages[str(event.stage)] = self.open[str(event.stage)] = stage
-            self.context = self.context_of(stage)
-        elif isinstance(event, PlanReady) and Stage.PLAN in self.open:
-            self.open.pop(Stage.PLAN).end()
-        elif isinstance(event, Done):
-            self._done(event)
+@contextmanager
+def client_span(method: str, url: str) -> Iterator[Callable[[int], None]]:
+    """An HTTP call to the expert server as a CLIENT span, current in the block (its traceparent is
+    what inject sends); the block reports the status code it got with the callable it is given."""
+    t = tracer()
+    if t is None:
+        yield lambda status: None
+        return
+    from opentelemetry.trace import SpanKind, Status, StatusCode
 
-    def context_of(self, span: Span) -> Context:
-        return self._trace.set_span_in_context(span)
+    parts = urlsplit(url)
+    attributes: dict[str, Any] = {
+        "http.request.method": method,
+        "server.address": parts.hostname or "",
+        "server.port": parts.port or (443 if parts.scheme == "https" else 80),
+        "url.full": f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}",
+    }
+    run = running.get()
+    if run is not None:
+        attributes[CONVERSATION] = run.conversation
+    with t.start_as_current_span(
+        method,
+        kind=SpanKind.CLIENT,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
 
-    def _end_stages(self, keep: str | None = None) -> None:
-        for name in [name for name in self.open if name != keep]:
-            self.open.pop(name).end()
+        def answered(status: int) -> None:
+            span.set_attribute("http.response.status_code", status)
+            if status >= 400:
+                span.set_attribute("error.type", str(status))
+                span.set_status(Status(StatusCode.ERROR))
 
-    def _done(self, done: Done) -> None:
-        from opentelemetry.trace import Status, StatusCode
-
-        self._end_stages()
-        trace = done.trace
-        root = self.root
-        root.set_attribute("hugginggpt.request_id", done.request_id)
-        root.set_attribute("hugginggpt.outcome", str(done.outcome))
-        root.set_attribute("gen_ai.request.model", self.model)
-        root.set_attribute("gen_ai.usage.input_tokens", done.usage.prompt_tokens)
-        root.set_attribute("gen_ai.usage.output_tokens", done.usage.completion_tokens)
-        if done.usage.cost is not None:
-            root.set_attribute("hugginggpt.cost", float(done.usage.cost))
-        if self.settings.trace_content:
-            root.set_attribute("input.value", done.request)
-            root.set_attribute("output.value", done.answer)
-        if done.error_kind is not None:
-            root.set_attribute("error.type", str(done.error_kind))
-            why = (done.error or "") if self.settings.trace_content else str(done.error_kind)  # no words
-            root.set_status(Status(StatusCode.ERROR, why))
-        rounds = 0
-        for call in trace.get("llm_calls", []):
-            stage = str(call.get("stage"))
-            self._llm_span(call, rounds if stage == "plan" else None)
-            rounds += stage == "plan"
-
-    def _llm_span(self, call: Mapping[str, Any], correction_round: int | None) -> None:
-        from opentelemetry.trace import Status, StatusCode
-
-        stage = str(call.get("stage"))
-        start = float(call.get("started") or 0)
-        usage = call.get("usage") or {}
-        parent = self.stages.get(stage, self.root)
-        span = self.t.start_span(
-            f"chat {self.model}", context=self.context_of(parent), start_time=int(start * NS)
-        )
-        span.set_attribute("gen_ai.operation.name", "chat")
-        span.set_attribute("gen_ai.request.model", self.model)
-        span.set_attribute("gen_ai.usage.input_tokens", int(usage.get("prompt_tokens") or 0))
-        span.set_attribute("gen_ai.usage.output_tokens", int(usage.get("completion_tokens") or 0))
-        span.set_attribute("hugginggpt.stage", stage)
-        if correction_round is not None:
-            span.set_attribute("hugginggpt.correction_round", correction_round)
-        if call.get("cut"):
-            span.set_attribute("hugginggpt.cut", str(call["cut"]))
-        if self.settings.trace_content:
-            reply = [{"role": "assistant", "content": call.get("reply", "")}]
-            span.set_attribute(
-                "gen_ai.input.messages", json.dumps(call.get("messages", []), ensure_ascii=False)
-            )
-            span.set_attribute("gen_ai.output.messages", json.dumps(reply, ensure_ascii=False))
-        if call.get("error"):
-            span.set_attribute("error.type", "llm")
-            span.set_status(
-                Status(StatusCode.ERROR, str(call["error"]) if self.settings.trace_content else "llm")
-            )
-        span.end(end_time=int((start + float(call.get("seconds") or 0)) * NS))
-
-    def close(self) -> None:
-        """At the end of the run, or when its listener stopped listening before Done."""
-        self._end_stages()
-        self.root.end()
+        try:
+            yield answered
+        except Exception as exc:
+            span.set_attribute("error.type", type(exc).__qualname__)
+            span.set_status(Status(StatusCode.ERROR, str(exc)[:500]))
+            raise

@@ -119,7 +119,9 @@ class Runtime:
             outputs = Outputs(Path(out_dir).resolve(), stop=stop)
             with entry.call_lock, LOAD_GATE.calling(self.device.dtype):
                 outputs.check_stop()  # stopped while waiting for the model: do not start
-                with telemetry.span("run", {"model": model, "task": task, "device": self.device.name}):
+                with telemetry.span(
+                    "run", {"hugginggpt.expert.task": task, "hugginggpt.expert.device": self.device.name}
+                ):
                     handler.call(entry.obj, dict(inputs), outputs)
         finally:
             self._cache.release(entry)
@@ -180,7 +182,9 @@ class Runtime:
                 started = time.monotonic()
                 if progress is not None:
                     progress("load", 0, 0)
-                with telemetry.span("load", {"model": model, "task": task, "device": self.device.name}):
+                with telemetry.span(
+                    "load", {"hugginggpt.expert.task": task, "hugginggpt.expert.device": self.device.name}
+                ):
                     obj = self._load(task, model, folder, handler)
                 seconds = time.monotonic() - started
                 size = loaded_size(obj) or estimate or 0

@@ -3,14 +3,18 @@
 Off unless OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT) is set, as for the controller
 (hugginggpt/telemetry.py, which this package may not import): then spans are exported over OTLP/HTTP
 by a background thread, and a collector that is down costs a call nothing. Off, `span` is a no-op.
+A call to the server is a SERVER span with its HTTP status (served); every span carries the
+namespaced attributes of the job it is part of (labelled: `hugginggpt.expert.model`, the model id)
+and the caller's hashed conversation id, from the W3C baggage it sent.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextvars
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
@@ -18,6 +22,10 @@ SERVICE = "hugginggpt-experts"
 EXIT_WAIT_S = 2.0  # at exit, unsent spans get this long (a collector that is down holds nothing)
 _lock = threading.Lock()
 _state: dict[str, Any] = {}  # "tracer": Tracer | None, once read from the environment
+CONVERSATION = "gen_ai.conversation.id"
+_labels: contextvars.ContextVar[tuple[tuple[str, Any], ...]] = contextvars.ContextVar(
+    "expert_labels", default=()
+)
 
 
 def _on() -> bool:
@@ -82,7 +90,51 @@ def span(name: str, attributes: Mapping[str, Any] | None = None, *, start_time: 
     t = tracer()
     if t is None:
         return nullcontext()
-    return t.start_as_current_span(name, attributes=dict(attributes or {}), start_time=start_time)
+    return t.start_as_current_span(name, attributes=_with_labels(attributes), start_time=start_time)
+
+
+def _with_labels(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    from opentelemetry import baggage
+
+    conversation = baggage.get_baggage(CONVERSATION)
+    extra = {CONVERSATION: str(conversation)} if conversation else {}
+    return {**dict(_labels.get()), **extra, **(attributes or {})}
+
+
+@contextmanager
+def labelled(attributes: Mapping[str, Any]) -> Iterator[None]:
+    """Spans started in the block carry `attributes` too (a job's model id and task)."""
+    token = _labels.set(tuple({**dict(_labels.get()), **attributes}.items()))
+    try:
+        yield
+    finally:
+        _labels.reset(token)
+
+
+@contextmanager
+def served(
+    headers: Mapping[str, str], method: str, route: str, attributes: Mapping[str, Any]
+) -> Iterator[Callable[[int], None]]:
+    """One HTTP call as a SERVER span in the caller's trace; the block reports its status code."""
+    t = tracer()
+    if t is None:
+        yield lambda status: None
+        return
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    with joined(headers), labelled(attributes):
+        http = {"http.request.method": method, "http.route": route}
+        with t.start_as_current_span(
+            f"{method} {route}", kind=SpanKind.SERVER, attributes=_with_labels(http)
+        ) as current:
+
+            def answered(status: int) -> None:
+                current.set_attribute("http.response.status_code", status)
+                if status >= 500:  # a server span's error: its own failure, not the client's 4xx
+                    current.set_attribute("error.type", str(status))
+                    current.set_status(Status(StatusCode.ERROR))
+
+            yield answered
 
 
 def carrier() -> dict[str, str]:

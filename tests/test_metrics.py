@@ -137,4 +137,63 @@ def test_the_expert_server_counts_its_calls_and_resident_models(tmp_path):
     assert value(samples, "hugginggpt_expert_calls_total", task="other", status="404") == 1
     assert value(samples, "hugginggpt_expert_call_seconds_count", task="canny-control") == 2
     assert value(samples, "hugginggpt_expert_models_resident") == 1
+    assert value(samples, "process_resident_memory_bytes") > 10_000_000
+    for status in ("500", "503"):  # there at 0 before any failure: the first one shows in rate()
+        key = ("hugginggpt_expert_calls_total", (("status", status), ("task", "canny-control")))
+        assert samples[key] == 0
+    assert value(samples, "hugginggpt_expert_call_seconds_bucket", task="canny-control", le="15.0") == 2
     assert value(samples, "hugginggpt_expert_calls_in_flight") == 0
+
+
+def test_every_counter_label_is_there_at_zero_and_openmetrics_carries_the_trace_id(tmp_path):
+    from fakes.endpoints import cards
+    from fakes.llm_server import FakeLLMServer
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from hugginggpt import metrics, telemetry
+    from hugginggpt.catalog import Catalog
+    from hugginggpt.config import Settings
+    from hugginggpt.events import ErrorKind
+    from hugginggpt.llm import OpenAICompatibleLLM
+    from hugginggpt.pipeline import Pipeline
+    from hugginggpt.tasks import TASKS
+    from hugginggpt.workspace import Workspace
+
+    classic, content_type = metrics.render()
+    assert content_type.startswith("text/plain")
+    samples = {
+        (s.name, tuple(sorted(s.labels.items())))
+        for family in text_string_to_metric_families(classic.decode())
+        for s in family.samples
+    }
+    for kind in ErrorKind:  # present before (or whatever) happened
+        assert ("hugginggpt_errors_total", (("kind", str(kind)),)) in samples
+    for task in TASKS:
+        assert ("hugginggpt_tasks_total", (("outcome", "failed"), ("task", task))) in samples
+    assert ("hugginggpt_errors_total", (("kind", "task"),)) not in samples  # task failures count apart
+    assert any(name == "process_resident_memory_bytes" for name, _ in samples)
+    assert any(name == "hugginggpt_build_info" for name, _ in samples)
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    telemetry.use(provider)
+    try:
+        with FakeLLMServer() as llm:
+            llm.script("plan", '{"tasks": [{"task": "summarization", "id": 0, "args": {"text": "a b c"}}]}')
+            llm.script("respond", "Summarized.")
+            client = OpenAICompatibleLLM(base_url=llm.url, model="fake-llm", api_key="k", max_retries=0)
+            catalog = Catalog(cards(("s", "summarization", 1)))
+            pipeline = Pipeline(llm=client, catalog=catalog, endpoint=FakeEndpoint(), settings=Settings())
+            list(pipeline.run("sum it up", workspace=Workspace(tmp_path / "c")))
+    finally:
+        telemetry.use(None)
+    (root,) = [s for s in spans.get_finished_spans() if s.name == "invoke_agent hugginggpt"]
+    trace_id = format(root.context.trace_id, "032x")
+    text, content_type = metrics.render("application/openmetrics-text; version=1.0.0")
+    assert content_type.startswith("application/openmetrics-text")
+    exemplars = [line for line in text.decode().splitlines() if f'# {{trace_id="{trace_id}"}}' in line]
+    assert any(line.startswith("hugginggpt_stage_seconds_bucket") for line in exemplars)
+    assert any(line.startswith("hugginggpt_llm_call_seconds_bucket") for line in exemplars)

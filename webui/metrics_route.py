@@ -1,11 +1,10 @@
 """GET /metrics on the app's port (HUGGINGGPT_METRICS=1): the Prometheus text of hugginggpt.metrics,
-behind a bearer key when metrics_key is set."""
+behind a bearer key when metrics_key is set; OpenMetrics (with exemplars) when the scraper asks."""
 
 from __future__ import annotations
 
 import hmac
 
-from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
@@ -21,6 +20,7 @@ def route(key: str | None = None) -> Route:
                 return PlainTextResponse(
                     "A bearer key is needed for /metrics.\n", 401, headers={"WWW-Authenticate": "Bearer"}
                 )
-        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
+        body, content_type = metrics.render(request.headers.get("accept", ""))
+        return Response(body, headers={"Content-Type": content_type})
 
     return Route("/metrics", scrape, methods=["GET"])

@@ -1,5 +1,6 @@
-"""Every task attempt, observed: a span (task type, model, where it ran, cached, seed, outcome,
-bytes in and out) current while the model runs, so that a call to the expert server carries its
+"""Every task attempt, observed: an `execute_tool` span (task type, model, where it ran, cached,
+seed, outcome, bytes in and out; arguments and results under trace_content) current while the
+model runs, so that a call to the expert server carries its
 `traceparent`; and the task metrics (hugginggpt.metrics)."""
 
 from __future__ import annotations
@@ -28,13 +29,12 @@ class ObservedEndpoint(WrappedEndpoint):
         inputs: dict[str, Any],
         call: Call,
     ) -> Result:
-        t = telemetry.tracer()
-        if t is None:
-            return self._run(None, task, model, inputs, call)
-        with t.start_as_current_span(f"execute_tool {task}", record_exception=False) as span:
-            return self._run(span, task, model, inputs, call)
+        with telemetry.tool_span(task, call.out_dir.name) as (span, content):
+            return self._run(span, content, task, model, inputs, call)
 
-    def _run(self, span: Any, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
+    def _run(
+        self, span: Any, content: bool, task: str, model: ModelCard, inputs: dict[str, Any], call: Call
+    ) -> Result:
         started = time.perf_counter()
         outcome, result = "failed", None
         try:
@@ -47,7 +47,9 @@ class ObservedEndpoint(WrappedEndpoint):
             if span is not None:
                 from opentelemetry.trace import Status, StatusCode
 
-                span.set_status(Status(StatusCode.ERROR, str(exc)[:500]))
+                span.set_status(
+                    Status(StatusCode.ERROR, str(exc)[:500] if content else "task attempt failed")
+                )
             raise
         finally:
             where = result.answered_by if result is not None else self.where
@@ -58,8 +60,6 @@ class ObservedEndpoint(WrappedEndpoint):
             if span is not None:
                 span.set_attributes(
                     {
-                        "gen_ai.operation.name": "execute_tool",
-                        "gen_ai.tool.name": task,
                         "hugginggpt.task": task,
                         "hugginggpt.model": model.id,
                         "hugginggpt.where": where,
@@ -71,6 +71,22 @@ class ObservedEndpoint(WrappedEndpoint):
                 )
                 if "seed" in inputs:
                     span.set_attribute("hugginggpt.seed", int(inputs["seed"]))
+                if content:  # the conventions' opt-in tool content: names and values, never paths
+                    span.set_attribute("gen_ai.tool.call.arguments", _shown(inputs))
+                    span.set_attribute("gen_ai.tool.call.result", _shown(dict(enumerate(outputs or ()))))
+
+
+def _shown(values: dict[Any, Any], limit: int = 4000) -> str:
+    """Values as JSON for a span: a file as its name, text cut at `limit` characters."""
+
+    def one(v: Any) -> Any:
+        if isinstance(v, Artifact):
+            return {"kind": v.kind, "file": v.path.name} if v.path is not None else one(v.value)
+        if isinstance(v, Path):
+            return {"file": v.name}
+        return v if isinstance(v, (int, float, bool)) or v is None else str(v)[:limit]
+
+    return json.dumps({str(k): one(v) for k, v in values.items()}, ensure_ascii=False, default=str)[:limit]
 
 
 def _size(values: Any) -> int:

@@ -125,7 +125,10 @@ class _Transport:
     def handle_request(self, request: Any) -> Any:
         if not _registered(request):
             return self._default.handle_request(request)
-        return _call(request, getattr(_local, "stop", None))
+        with telemetry.client_span(request.method, str(request.url)) as answered:  # traceparent names it
+            response = _call(request, getattr(_local, "stop", None))
+            answered(response.status_code)
+            return response
 
     def close(self) -> None:
         self._default.close()

@@ -150,15 +150,19 @@ def create_app(
             }
         )
 
-    measured = ServerMetrics(backend)
+    measured = ServerMetrics(backend, tasks=[*HANDLERS, "other"])
 
     async def infer(request: Request) -> Response:
         """One call, in the caller's trace (its traceparent) and counted by task and status."""
         path = request.path_params["path"].rstrip("/")
         named = _PIPELINE.search(path)
         task = named["task"] if named and named["task"] in HANDLERS else "other"  # a bounded label
-        with telemetry.joined(request.headers), telemetry.span(f"POST /models ({task})", {"task": task}):
-            return await measured.timed(task, lambda: answer(request))
+        model = named["model"] if named else path
+        labels = {"hugginggpt.expert.task": task, "hugginggpt.expert.model": model}
+        with telemetry.served(request.headers, "POST", "/models/{model}/pipeline/{task}", labels) as answered:
+            response = await measured.timed(task, lambda: answer(request))
+            answered(response.status_code)
+            return response
 
     async def answer(request: Request) -> Response:
         path, chat = request.path_params["path"].rstrip("/"), False

@@ -70,7 +70,8 @@ def execute(runtime: Any, job: Job, stop: Any = None) -> Reply:
     """Run `job` on a models_local Runtime; never raises: a failure is a Reply with a status.
 
     In the request's trace: the wait for a worker or replica, then the runtime's load and run."""
-    with telemetry.joined(job.trace):
+    labels = {"hugginggpt.expert.task": job.task, "hugginggpt.expert.model": job.model}
+    with telemetry.joined(job.trace), telemetry.labelled(labels):
         with telemetry.span("queue wait", start_time=job.queued_ns or None):
             pass
         return _execute(runtime, job, stop)

@@ -1,25 +1,30 @@
 """Prometheus metrics of the expert server, at its GET /metrics: calls by task and status, their
-time, calls in flight, and the models resident (and their bytes, where the backend knows them)."""
+time, calls in flight, the models resident (and their bytes, where the backend knows them), and the
+process (process_*: CPU, memory, open files)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import PROCESS_COLLECTOR, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.requests import Request
 from starlette.responses import Response
 
-_SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+# Model calls take 0.05 s to minutes: steps fine enough that a 12 s call reads ~12 s, not 20 s.
+_SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600)
 
 
 class ServerMetrics:
     """One registry per app: two apps in a process (tests) count apart."""
 
-    def __init__(self, backend: Any) -> None:
+    def __init__(self, backend: Any, tasks: Iterable[str] = ()) -> None:
+        """`tasks`: the task labels there at 0 from the start (with 200, 500 and 503), so that the
+        first failure after a start shows in rate() and increase()."""
         r = self.registry = CollectorRegistry()
+        r.register(PROCESS_COLLECTOR)
         self.calls = Counter(
             "hugginggpt_expert_calls", "Calls by task and HTTP status", ["task", "status"], registry=r
         )
@@ -30,6 +35,10 @@ class ServerMetrics:
             buckets=_SECONDS,
             registry=r,
         )
+        for task in tasks:
+            self.seconds.labels(task)
+            for status in ("200", "500", "503"):
+                self.calls.labels(task, status)
         self.in_flight = Gauge("hugginggpt_expert_calls_in_flight", "Calls being answered", registry=r)
         resident = Gauge(
             "hugginggpt_expert_models_resident", "Models resident on the server's runners", registry=r

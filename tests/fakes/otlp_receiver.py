@@ -17,6 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from .serving import serve_in_thread
 
@@ -32,11 +33,14 @@ class ReceivedSpan:
     start_ns: int
     end_ns: int
     error: bool
+    kind: str = "INTERNAL"  # SERVER, CLIENT, ...
     status_message: str = ""
 
 
 def _value(v: Any) -> Any:
     kind = v.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(x) for x in v.array_value.values]
     return getattr(v, kind) if kind else None
 
 
@@ -80,6 +84,7 @@ class OTLPReceiver:
                             start_ns=s.start_time_unix_nano,
                             end_ns=s.end_time_unix_nano,
                             error=s.status.code == 2,
+                            kind=Span.SpanKind.Name(s.kind).removeprefix("SPAN_KIND_"),
                             status_message=s.status.message,
                         )
                     )
