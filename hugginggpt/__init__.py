@@ -31,9 +31,8 @@ from .events import (
 from .factory import build_pipeline
 from .pipeline import Pipeline
 from .records import TaskRecord, TaskStatus
+from .version import __version__
 from .workspace import Workspace
-
-__version__ = "0.2.0"
 
 __all__ = [
     "AnswerDelta",

@@ -39,6 +39,7 @@ from .events import (
 )
 from .observe import Observer
 from .tasks import TASKS
+from .version import __version__
 
 REGISTRY = R = CollectorRegistry()
 R.register(PROCESS_COLLECTOR)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
@@ -208,8 +209,6 @@ MODELS_BYTES.set_function(lambda: _resident()[1])
 def render(accept: str = "") -> tuple[bytes, str]:
     """The exposition the scraper asked for (`accept`: its Accept header), and its content type:
     OpenMetrics (with exemplars) when asked for, else the classic text format."""
-    from . import __version__  # not at import: the package imports this module first
-
     BUILD.labels(__version__, platform.python_version()).set(1)
     encoder, content_type = choose_encoder(accept)
     return encoder(REGISTRY), content_type

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import journal, metrics, telemetry
+from . import journal, metrics, run_spans, telemetry
 from .cache import ResultCache
 from .catalog import Catalog
 from .config import Settings
@@ -163,7 +163,7 @@ class Pipeline:
     ) -> Iterator[Event]:
         run = RequestRun(self, request, workspace, list(history), cancelled or threading.Event(), mode)
         conversation = telemetry.conversation_id(workspace.root.name)
-        watchers = [*telemetry.observers(self.settings, self.llm, conversation), metrics.RunMetrics()]
+        watchers = [*run_spans.observers(self.settings, self.llm, conversation), metrics.RunMetrics()]
         run.llm.watchers = watchers  # each LLM call is seen as it starts and ends
         events = run.events(files)
         if not mode.stop_after_select:  # what a resume needs, on disk before any dependant starts

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from .events import Done, Event, PlanReady, Stage, StageStarted
 from .observe import Observer
 from .records import TaskStatus
-from .telemetry import CONVERSATION, NS, SERVICE, running
+from .telemetry import CONVERSATION, NS, SERVICE, running, tracer
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -263,3 +263,11 @@ class StageClock:
         ended = [s for s in self.open if s != keep]
         self.open = [s for s in self.open if s == keep]
         return ended
+
+
+def observers(settings: Settings, llm: Any, conversation: str) -> list[Observer]:
+    """The observers that trace one run (none while traces are off). `conversation`: conversation_id."""
+    t = tracer()
+    if t is None:
+        return []
+    return [RunTrace(t, settings, llm, conversation)]

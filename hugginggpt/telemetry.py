@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Span, Tracer
 
-    from .config import Settings
-    from .observe import Observer
 
 log = logging.getLogger(__name__)
 SERVICE = "hugginggpt"
@@ -143,16 +141,6 @@ def exemplar() -> dict[str, str] | None:
 def conversation_id(workspace_name: str) -> str:
     """A conversation's id for spans: a hash of its workspace's name, never the name (a browser's key)."""
     return hashlib.sha256(f"hugginggpt.conversation:{workspace_name}".encode()).hexdigest()[:32]
-
-
-def observers(settings: Settings, llm: Any, conversation: str) -> list[Observer]:
-    """The observers that trace one run (none while traces are off). `conversation`: conversation_id."""
-    t = tracer()
-    if t is None:
-        return []
-    from .run_spans import RunTrace
-
-    return [RunTrace(t, settings, llm, conversation)]
 
 
 # The run whose stage is working in this context (RunTrace.working): task threads copy it.
