@@ -1,6 +1,6 @@
 """A run's journal: one JSON line per event that a resume needs, next to the run's trace.
 
-The journal is an observer of the run's event stream (`recorded`): each line is written, flushed
+The journal is an observer of the run's event stream (`Journaling`): each line is written, flushed
 and synced before the event goes on to anyone else. The schedulers start a task's dependants only
 after the consumer has taken its TaskFinished, so a task's end is on disk before anything that
 reads its outputs starts. Lines are only ever appended; a line torn by a crash mid-write (the last
@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from .config import Settings
 from .events import Done, Event, ModelSelected, PlanReady, TaskDropped, TaskFinished, TaskPlanned
 from .hashing import artifact_sha256
 from .llm import LLMCall, Message
+from .observe import Observer
 from .planner import trim_history
 
 log = logging.getLogger(__name__)
@@ -60,43 +61,41 @@ class Journal:
         self._file.close()
 
 
-def recorded(
-    events: Iterator[Event],
-    path: Path,
-    start: Mapping[str, Any],
-    *,
-    calls: Callable[[], Sequence[LLMCall]],
-    root: Path,
-) -> Iterator[Event]:
-    """The run's events, unchanged, each journaled before it is passed on. `calls`: the run's LLM
-    call log (the ones that ended are journaled with their tokens). A journal that cannot be
-    written (the conversation's folder went away) leaves the run as it is."""
-    journal: Journal | None = None
-    try:
-        journal = Journal(path)
-        journal.write({"e": "start", **start})
-    except OSError as e:
-        log.info("no journal for %s: %s", path.name, e)
-        if journal is not None:
-            journal.close()
-        journal = None
-    logged = 0
-    try:
-        for event in events:
-            if journal is not None:
-                try:
-                    logged = _write_calls(journal, calls(), logged)
-                    entry = entry_of(event, root)
-                    if entry is not None:
-                        journal.write(entry)
-                except OSError as e:
-                    log.info("journal %s stopped: %s", path.name, e)
-                    journal.close()
-                    journal = None
-            yield event
-    finally:
-        if journal is not None:
-            journal.close()
+class Journaling(Observer):
+    """Journals each event of the run before it goes on (observe.observed shows an event to its
+    observers before the listener gets it). `calls`: the run's LLM call log (the ones that ended
+    are journaled with their tokens). A journal that cannot be written (the conversation's folder
+    went away) leaves the run as it is."""
+
+    def __init__(
+        self, path: Path, start: Mapping[str, Any], *, calls: Callable[[], Sequence[LLMCall]], root: Path
+    ) -> None:
+        self.path, self.calls, self.root = path, calls, root
+        self.logged = 0
+        self.journal: Journal | None = None
+        try:
+            self.journal = Journal(path)
+            self.journal.write({"e": "start", **start})
+        except OSError as e:
+            log.info("no journal for %s: %s", path.name, e)
+            self.closed()
+
+    def seen(self, event: Event) -> None:
+        if self.journal is None:
+            return
+        try:
+            self.logged = _write_calls(self.journal, self.calls(), self.logged)
+            entry = entry_of(event, self.root)
+            if entry is not None:
+                self.journal.write(entry)
+        except OSError as e:
+            log.info("journal %s stopped: %s", self.path.name, e)
+            self.closed()
+
+    def closed(self) -> None:
+        if self.journal is not None:
+            self.journal.close()
+            self.journal = None
 
 
 def _write_calls(journal: Journal, calls: Sequence[LLMCall], logged: int) -> int:

@@ -17,7 +17,7 @@ from .endpoints import Endpoint
 from .estimate import Estimator
 from .events import Done, ErrorKind, Event, Outcome
 from .llm import LLM, Message
-from .observe import observed
+from .observe import Observer, observed
 from .plan import FileRules, Plan, validate_plan
 from .planfile import Edit, GivenPlan, PlanFileError, apply_edits, choices_as_ran
 from .request_run import RequestRun
@@ -165,12 +165,13 @@ class Pipeline:
         conversation = telemetry.conversation_id(workspace.root.name)
         watchers = [*run_spans.observers(self.settings, self.llm, conversation), metrics.RunMetrics()]
         run.llm.watchers = watchers  # each LLM call is seen as it starts and ends
-        events = run.events(files)
+        journaling: list[Observer] = []
         if not mode.stop_after_select:  # what a resume needs, on disk before any dependant starts
             start = journal.start_entry(run.header, run.history, self.settings)
             path = journal.journal_path(run.trace_path)
-            events = journal.recorded(events, path, start, calls=lambda: run.llm.calls, root=workspace.root)
-        yield from observed(events, *watchers)
+            calls = lambda: run.llm.calls  # noqa: E731 (read at each event: the log grows)
+            journaling.append(journal.Journaling(path, start, calls=calls, root=workspace.root))
+        yield from observed(run.events(files), *journaling, *watchers)
 
 
 def check_plan(plan: Plan, workspace: Workspace, settings: Settings) -> list[str]:
