@@ -32,7 +32,7 @@ from hugginggpt import telemetry  # noqa: E402
 from hugginggpt.catalog import Catalog  # noqa: E402
 from hugginggpt.config import Settings  # noqa: E402
 from hugginggpt.events import Done  # noqa: E402
-from hugginggpt.llm import OpenAICompatibleLLM  # noqa: E402
+from hugginggpt.llm_openai import OpenAICompatibleLLM  # noqa: E402
 from hugginggpt.pipeline import Pipeline  # noqa: E402
 from hugginggpt.workspace import Workspace  # noqa: E402
 

@@ -8,8 +8,9 @@ from .cache import ResultCache, cache_root
 from .catalog import Catalog, load_catalog
 from .config import Settings
 from .endpoints import Endpoint, build_endpoint
-from .llm import LLM, LLMLimits, OpenAICompatibleLLM
+from .llm import LLM, LLMLimits
 from .llm_local import LocalChatLLM
+from .llm_openai import OpenAICompatibleLLM
 from .pipeline import Pipeline
 
 DEFAULT_SERVER_MODEL = "gpt-4o-mini"

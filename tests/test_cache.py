@@ -21,7 +21,7 @@ from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.config import Settings
 from hugginggpt.endpoints import Call, LocalEndpoint
 from hugginggpt.events import TaskFinished
-from hugginggpt.llm import OpenAICompatibleLLM
+from hugginggpt.llm_openai import OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.steps import collect
 from hugginggpt.workspace import Workspace

@@ -17,7 +17,8 @@ from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.catalog.userfile import read_user_file
 from hugginggpt.cli import main
 from hugginggpt.endpoints import Call, HostedEndpoint, ModelUnavailable
-from hugginggpt.llm import LLMError, OpenAICompatibleLLM
+from hugginggpt.llm import LLMError
+from hugginggpt.llm_openai import OpenAICompatibleLLM
 from hugginggpt.plan import Plan, Task
 from hugginggpt.planfile import Edit, PlanFileError, apply_edits, given_plan
 

@@ -14,7 +14,8 @@ import pytest
 from fakes.llm_server import FakeLLMServer, Reply
 
 from hugginggpt.cli import main
-from hugginggpt.llm import LLMError, LLMLimits, OpenAICompatibleLLM
+from hugginggpt.llm import LLMError, LLMLimits
+from hugginggpt.llm_openai import OpenAICompatibleLLM
 
 TRICKLE = Reply('{"tasks": []}', trickle=0.2)  # about 500 bytes: 100 s to the end
 

@@ -19,7 +19,7 @@ from hugginggpt.config import Settings, load_settings
 from hugginggpt.endpoints import Call, LocalEndpoint
 from hugginggpt.estimate import Estimator
 from hugginggpt.events import Done, ErrorKind, Outcome, PickSource
-from hugginggpt.llm import OpenAICompatibleLLM
+from hugginggpt.llm_openai import OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.workspace import Workspace
 from models_local.sizing import folder_size

@@ -246,7 +246,7 @@ def test_a_plan_mixing_a_local_model_a_space_and_an_mcp_tool_runs_with_the_image
     from hugginggpt.config import Settings
     from hugginggpt.endpoints import RoutedEndpoint, build_backends
     from hugginggpt.events import Done, TaskFinished
-    from hugginggpt.llm import OpenAICompatibleLLM
+    from hugginggpt.llm_openai import OpenAICompatibleLLM
     from hugginggpt.pipeline import Pipeline
     from hugginggpt.workspace import Workspace
 
@@ -326,7 +326,7 @@ def test_a_hanging_tool_fails_its_attempt_and_the_next_candidate_answers(space_u
     from hugginggpt.config import Settings
     from hugginggpt.endpoints import RoutedEndpoint, build_backends
     from hugginggpt.events import Done, TaskFailed, TaskFinished
-    from hugginggpt.llm import OpenAICompatibleLLM
+    from hugginggpt.llm_openai import OpenAICompatibleLLM
     from hugginggpt.pipeline import Pipeline
     from hugginggpt.workspace import Workspace
 

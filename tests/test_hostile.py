@@ -16,7 +16,8 @@ from hugginggpt.config import Settings
 from hugginggpt.endpoints import Result
 from hugginggpt.events import Done, ErrorKind, Outcome, TaskSkipped
 from hugginggpt.execute import RunContext
-from hugginggpt.llm import LLMError, LLMLimits, OpenAICompatibleLLM
+from hugginggpt.llm import LLMError, LLMLimits
+from hugginggpt.llm_openai import OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.plan import Plan, Task
 from hugginggpt.records import TaskStatus

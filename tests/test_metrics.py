@@ -156,7 +156,7 @@ def test_every_counter_label_is_there_at_zero_and_openmetrics_carries_the_trace_
     from hugginggpt.catalog import Catalog
     from hugginggpt.config import Settings
     from hugginggpt.events import ErrorKind
-    from hugginggpt.llm import OpenAICompatibleLLM
+    from hugginggpt.llm_openai import OpenAICompatibleLLM
     from hugginggpt.pipeline import Pipeline
     from hugginggpt.tasks import TASKS
     from hugginggpt.workspace import Workspace

@@ -27,7 +27,7 @@ from hugginggpt import telemetry
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
 from hugginggpt.events import Done, StageStarted
-from hugginggpt.llm import OpenAICompatibleLLM
+from hugginggpt.llm_openai import OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.workspace import Workspace
 

@@ -21,7 +21,7 @@ from hugginggpt.events import (
     TaskFinished,
     TaskStarted,
 )
-from hugginggpt.llm import OpenAICompatibleLLM
+from hugginggpt.llm_openai import OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.workspace import Workspace
 

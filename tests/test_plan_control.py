@@ -13,7 +13,7 @@ from hugginggpt.cache import ResultCache
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
 from hugginggpt.events import ErrorKind, ModelSelected, Outcome, PickSource, TaskFinished
-from hugginggpt.llm import OpenAICompatibleLLM
+from hugginggpt.llm_openai import OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.plan import Plan, Task
 from hugginggpt.planfile import Edit, PlanFileError, apply_edits, given_plan, problems_by_task, to_json

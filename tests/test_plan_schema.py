@@ -10,7 +10,7 @@ from fakes.llm_server import FakeLLMServer
 
 from hugginggpt import prompts
 from hugginggpt import tasks as task_types
-from hugginggpt.llm import OpenAICompatibleLLM
+from hugginggpt.llm_openai import OpenAICompatibleLLM
 from hugginggpt.plan import FileRules, PlanParseError, parse_plan
 from hugginggpt.plan_schema import plan_schema, selection_schema
 from hugginggpt.planner import make_plan, validate_unchecked_files

@@ -27,7 +27,7 @@ from hugginggpt.events import (
     TaskPlanned,
     TaskStarted,
 )
-from hugginggpt.llm import OpenAICompatibleLLM
+from hugginggpt.llm_openai import OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.plan import PlanLimits, Task
 from hugginggpt.plan_stream import TaskScanner

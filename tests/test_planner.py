@@ -9,7 +9,8 @@ import yaml
 from fakes.llm_server import FakeLLMServer, Reply
 
 from hugginggpt import prompts
-from hugginggpt.llm import LLMError, OpenAICompatibleLLM
+from hugginggpt.llm import LLMError
+from hugginggpt.llm_openai import OpenAICompatibleLLM
 from hugginggpt.plan import FileRules, parse_plan, validate_plan
 from hugginggpt.planner import FileInfo, make_plan, planning_messages, trim_history
 

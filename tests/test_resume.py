@@ -12,7 +12,7 @@ from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
 from hugginggpt.events import Done, Outcome, TaskFinished
 from hugginggpt.journal import journal_path, read_journal, unfinished
-from hugginggpt.llm import OpenAICompatibleLLM
+from hugginggpt.llm_openai import OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.resume import resume
 from hugginggpt.workspace import Workspace

@@ -13,7 +13,7 @@ from fakes.llm_server import FakeLLMServer
 import models_local
 from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.endpoints import Call, HostedEndpoint
-from hugginggpt.llm import OpenAICompatibleLLM
+from hugginggpt.llm_openai import OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.plan import parse_plan
 from hugginggpt.seeds import derived_seed

@@ -24,7 +24,7 @@ from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.config import Settings
 from hugginggpt.endpoints import build_endpoint
 from hugginggpt.events import Done, Outcome, StageStarted
-from hugginggpt.llm import OpenAICompatibleLLM
+from hugginggpt.llm_openai import OpenAICompatibleLLM
 from hugginggpt.pipeline import Pipeline
 from hugginggpt.steps import collect
 from hugginggpt.workspace import Workspace

@@ -246,7 +246,8 @@ class _Redirecting:
 
 
 def test_a_public_only_llm_client_never_reaches_a_private_address_by_redirect(monkeypatch):
-    from hugginggpt.llm import LLMError, OpenAICompatibleLLM
+    from hugginggpt.llm import LLMError
+    from hugginggpt.llm_openai import OpenAICompatibleLLM
 
     monkeypatch.setattr(urlguard, "is_public", only_loopback)  # 127.0.0.1 plays the public internet
     servers = _Redirecting()
@@ -264,7 +265,7 @@ def test_a_public_only_llm_client_never_reaches_a_private_address_by_redirect(mo
 def test_a_public_only_llm_client_talks_to_public_servers(monkeypatch):
     from fakes.llm_server import FakeLLMServer
 
-    from hugginggpt.llm import OpenAICompatibleLLM
+    from hugginggpt.llm_openai import OpenAICompatibleLLM
 
     monkeypatch.setattr(urlguard, "is_public", only_loopback)
     with FakeLLMServer() as server:

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from hugginggpt.factory import DEFAULT_SERVER_MODEL
-from hugginggpt.llm import OPENAI_BASE_URL, without_credentials
+from hugginggpt.llm_openai import OPENAI_BASE_URL, without_credentials
 
 from .session_settings import LLMChoice
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hugginggpt.config import Settings
 from hugginggpt.factory import DEFAULT_SERVER_MODEL
-from hugginggpt.llm import OPENAI_BASE_URL, without_credentials
+from hugginggpt.llm_openai import OPENAI_BASE_URL, without_credentials
 
 
 def status_line(s: Settings, *, endpoint: str, catalog_size: int, catalog_problems: int = 0) -> str:
