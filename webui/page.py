@@ -12,14 +12,13 @@ from typing import Any
 import gradio as gr
 from gradio import utils as gradio_utils
 
-from hugginggpt.modes import INFERENCE_MODES
-
 from . import message_actions, review_panel, saved
 from .chat import ChatApp, LLMChoice
 from .files import Publisher
 from .host import Host
 from .page_layout import Page
-from .settings_panel import field_problems, status_for
+from .safe_html import plain
+from .settings_panel import field_problems, restored, status_for
 from .visitors import Visitors
 
 
@@ -232,14 +231,15 @@ class ChatPage:
         """A page (re)load: this browser's open conversation and settings, if the server has them.
         It makes no conversation: the first message does."""
         key, store = self.visitors.restored(store, session_of(request))
-        s = store["settings"]
-        base = self.host.settings
+        v, notes = restored(store["settings"], self.host.settings)
+        if notes:  # said where the person looks now, and kept in the Settings panel
+            gr.Warning("A saved setting was not valid and was corrected: see Settings.")
+        limits = [v["max_model_gb"], v["max_download_gb"], v["licenses"]]
         return (
             key, *self.shown(key), store, self.listing(store),
-            s.get("base_url", ""), s.get("model", ""),  # empty: the server's, as the placeholders say
-            s.get("api_key", ""), s.get("mode") if s.get("mode") in INFERENCE_MODES else base.inference,
-            min(10, max(1, int(s.get("top_k") or base.top_k))),
-            bool(s.get("api_key")), bool(s.get("review", base.review)),
+            v["base_url"], v["model"], v["api_key"], v["mode"], v["top_k"], *limits,  # empty: the server's
+            bool(v["api_key"]), v["review"], limits,
+            gr.Markdown("\n".join(f"- {plain(n)}" for n in notes), visible=bool(notes)),
         )  # fmt: skip
 
     # ---- settings ----------------------------------------------------------------------------------
@@ -253,9 +253,10 @@ class ChatPage:
         return status_for(self.host, c, problems), *fields
 
     def save_settings(
-        self, store, base_url, model, key, mode, top_k, _max_model, _max_download, _licences, keep_key, review
-    ):  # the limits are not remembered in the browser: each visit starts at the server's
+        self, store, base_url, model, key, mode, top_k, max_model, max_download, licences, keep_key, review
+    ):
         values = {"base_url": base_url or "", "model": model or "", "mode": mode or "", "top_k": top_k}
+        values |= {"max_model_gb": max_model, "max_download_gb": max_download, "licenses": licences or ""}
         values["review"] = bool(review)
         return saved.with_settings(store, values, keep_key=bool(keep_key), api_key=key or "")
 

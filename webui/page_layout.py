@@ -52,6 +52,7 @@ class Page:
     review: review_panel.ReviewControls  # the plan's review form and the re-run buttons
     limits: list[Any]  # largest model (GB), most to download (GB), licences: hugginggpt.limits
     limits_state: Any  # gr.State: the limits' values, for the chat (a State is no API parameter)
+    corrected: Any  # a Markdown in Settings: the saved values that were not valid, and what they are now
 
     @property
     def choice_inputs(self) -> list[Any]:
@@ -108,14 +109,14 @@ def layout(host: Host) -> Page:
     )
     # Each request's trace is linked in its own turn; this list serves API clients.
     traces = gr.File(label="Traces (JSON)", file_count="multiple", interactive=False, visible=False)
-    base_url, model, key, mode, top_k, keep_key, problems, limits = _settings_panel(settings)
+    base_url, model, key, mode, top_k, keep_key, problems, limits, corrected = _settings_panel(settings)
     # A stable secret: what a browser saved can still be read after the app restarts.
     secret = browser_secret(settings.app_secret, Path(settings.workdir))
     store = gr.BrowserState(saved.empty(), storage_key="hugginggpt", secret=secret)
     conv_key = gr.State("")
     return Page(
         status, chatbot, box, stop, traces, base_url, model, key, mode, top_k, keep_key, problems,
-        new, earlier, store, conv_key, undo, gr.State(""), review, limits, gr.State(None),
+        new, earlier, store, conv_key, undo, gr.State(""), review, limits, gr.State(None), corrected,
     )  # fmt: skip
 
 
@@ -139,12 +140,15 @@ def _conversation_row() -> tuple[Any, Any, Any]:
     return new, earlier, undo
 
 
-def _settings_panel(settings: Settings) -> tuple[Any, Any, Any, Any, Any, Any, dict[str, Any], list[Any]]:
+def _settings_panel(
+    settings: Settings,
+) -> tuple[Any, Any, Any, Any, Any, Any, dict[str, Any], list[Any], Any]:
     """base_url, model, key, mode, top_k, keep_key, the problems under the typed fields, and the
     limits on the models."""
     server = placeholders(settings)  # an empty field means the server's value, shown greyed in it
     with gr.Accordion("Settings", open=False, elem_id="settings"):
         gr.Markdown("These apply to this browser only; the API key is kept only if you tick the box.")
+        corrected = gr.Markdown(visible=False, elem_id="settings-corrected", elem_classes="field-problem")
         problems = {}
         with gr.Row():
             with gr.Column(min_width=220):
@@ -189,7 +193,7 @@ def _settings_panel(settings: Settings) -> tuple[Any, Any, Any, Any, Any, Any, d
                 )
                 problems["top_k"] = gr.Markdown(visible=False, elem_classes="field-problem")
         limits = _limit_fields(settings)
-    return base_url, model, key, mode, top_k, keep_key, problems, limits
+    return base_url, model, key, mode, top_k, keep_key, problems, limits, corrected
 
 
 def _limit_fields(settings: Settings) -> list[Any]:

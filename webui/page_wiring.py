@@ -115,19 +115,19 @@ class PageWiring:
         gr.on([ui.top_k.blur, ui.top_k.submit], page.show_status, inputs, status_outputs, **QUIET)
         ui.mode.change(page.show_status, inputs, status_outputs, **QUIET)
         for field in ui.limits:  # kept for the chat in a State; a request checks them (hugginggpt.limits)
-            field.change(lambda *values: list(values), ui.limits, ui.limits_state, queue=False, **QUIET)
+            field.change(_as_list, ui.limits, ui.limits_state, queue=False, **QUIET)
         remembered = [ui.store, *inputs, ui.keep_key, ui.review.toggle]
-        for field in (*inputs[:5], ui.keep_key, ui.review.toggle):
+        for field in (*inputs, ui.keep_key, ui.review.toggle):  # every field, kept in this browser
             field.change(page.save_settings, remembered, ui.store, queue=False, **QUIET)
         warming = gr.Timer(2.0, active=page.host.backends.warm_state not in ("", "ready"))
         warming.tick(page.follow_warm_up, inputs, [*status_outputs, warming], **QUIET)
 
     def _wire_load(self) -> None:
         ui, page = self.ui, self.page
-        # the limits are not remembered in the browser: each visit starts at the server's
-        loaded = [ui.conv_key, ui.chatbot, ui.traces, ui.store, ui.earlier, *ui.choice_inputs[:5]]
+        loaded = [ui.conv_key, ui.chatbot, ui.traces, ui.store, ui.earlier, *ui.choice_inputs]
+        settings = [ui.keep_key, ui.review.toggle, ui.limits_state, ui.corrected]
         loaded_page = (
-            self.demo.load(page.restore, [ui.store], [*loaded, ui.keep_key, ui.review.toggle], **QUIET)
+            self.demo.load(page.restore, [ui.store], [*loaded, *settings], **QUIET)
             .then(page.show_status, ui.choice_inputs, ui.status_outputs, **QUIET)
             .then(*self.refresh, **QUIET)
         )
@@ -147,3 +147,7 @@ class PageWiring:
         followed.then(page.after_following, after, [ui.box, ui.stop, ui.store, ui.earlier], **QUIET).then(
             page.refresh_after_following, after[:2], self.plan_controls.state_outputs, **QUIET
         )
+
+
+def _as_list(*values: Any) -> list[Any]:
+    return list(values)
