@@ -47,7 +47,7 @@ def test_a_conversation_its_media_and_settings_come_back_after_a_restart(llm_ser
             page.locator("#status").get_by_text("LLM:").wait_for()
             page.locator("#settings").get_by_text("Settings", exact=True).click()
             page.get_by_label("hybrid").check()
-            page.locator("#status").get_by_text("hybrid:").wait_for()
+            page.locator("#status").get_by_text("models run here first, then on Hugging Face").wait_for()
             page.locator("#request input[type=file]").set_input_files(str(picture))
             page.locator("#request img").first.wait_for()
             page.locator("#request textarea").fill("[conv-lasting] caption this photo and read it aloud")

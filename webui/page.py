@@ -16,7 +16,7 @@ from . import message_actions, review_panel, saved
 from .chat import ChatApp, LLMChoice
 from .files import Publisher
 from .host import Host
-from .page_layout import Page
+from .page_layout import EXAMPLES, Page, example
 from .safe_html import plain
 from .settings_panel import field_problems, restored, status_for
 from .visitors import Visitors
@@ -127,6 +127,15 @@ class ChatPage:
         if saved.valid_key(key) and conv is not None and conv.requests:
             store = saved.remember(store, key)  # its title stays on the server (ConversationTable.title)
         return gr.MultimodalTextbox(interactive=True), gr.Button(visible=False), store, self.listing(store)
+
+    def on_example(self, picked: gr.SelectData):
+        """A card of the empty chat: its request and its file in the message box, to send or change.
+        Read by its index from the app's own list: a page names no file of its own."""
+        index = picked.index if isinstance(picked.index, int) else -1
+        if not 0 <= index < len(EXAMPLES):
+            return gr.skip()
+        card = example(*EXAMPLES[index])
+        return gr.MultimodalTextbox(value={"text": card["text"], "files": card["files"]})
 
     def on_stop(self, conv_key: str, request: gr.Request) -> None:
         self.chat.stop(self.conversation_key(conv_key, request))

@@ -89,6 +89,8 @@ def layout(host: Host) -> Page:
         height="calc(100dvh - 340px)",  # the message box in view on first load (test_browser_layout)
         autoscroll=True,
         group_consecutive_messages=True,  # a request's work, media and answer read as one turn
+        # Cards in the empty chat: a click puts the request, with its file, in the message box.
+        examples=_cards(),
     )
     with gr.Row(elem_id="request-row"):
         # No file_types: Gradio would refuse other files with a pop-up before the handler runs;
@@ -102,11 +104,6 @@ def layout(host: Host) -> Page:
         )
         stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, visible=False, elem_id="stop")
     review = review_panel.layout(gr, settings.review)
-    gr.Examples(
-        examples=[[example(text, name)] for text, name in EXAMPLES],
-        inputs=[box],
-        label="Examples (files in assets/)",
-    )
     # Each request's trace is linked in its own turn; this list serves API clients.
     traces = gr.File(label="Traces (JSON)", file_count="multiple", interactive=False, visible=False)
     base_url, model, key, mode, top_k, keep_key, problems, limits, corrected = _settings_panel(settings)
@@ -221,5 +218,13 @@ def _limit_fields(settings: Settings) -> list[Any]:
         ]
 
 
+def _cards() -> list[Any]:
+    return [example(text, name) for text, name in EXAMPLES]
+
+
 def example(text: str, name: str | None) -> dict[str, Any]:
-    return {"text": text, "files": [str(ASSETS / name)] if name else []}
+    """A card of the empty chat (Gradio's ExampleMessage): the request, its file shown as its icon."""
+    card: dict[str, Any] = {"text": text, "files": [str(ASSETS / name)] if name else []}
+    if name and name.endswith(".png"):
+        card["icon"] = str(ASSETS / name)
+    return card

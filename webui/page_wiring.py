@@ -74,6 +74,7 @@ class PageWiring:
             after=[finish, self.refresh],
         )  # fmt: skip
         self.runs = [self.run, *actions_runs]
+        ui.chatbot.example_select(page.on_example, None, ui.box, **QUIET)
         ui.stop.click(
             page.on_stop,
             [ui.conv_key],
