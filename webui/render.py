@@ -341,6 +341,9 @@ class RunView:
             if self.states.get(i) in ("waiting", "running"):
                 new = by_record.get(i, leftover)
                 self._set_state(i, self.names[i], new if new != "pending" else leftover)
+        for r in done.records:  # what each task took replaces what it was estimated to take
+            if str(r.status) in ("done", "failed") and r.id in self.estimates:
+                self.estimates[r.id] = "from the cache" if r.cached else f"took {r.seconds:.2g} s"
         if self.plan_box is not None:
             self._refresh_plan()  # the drawing with the final states
             if self.plan is None and self.rejections:
