@@ -62,7 +62,7 @@ class ChatPage:
         """This browser's conversations, the open one selected (none yet: a prompt to pick one).
         Their titles stay on the server (ConversationTable.title): the browser keeps keys only."""
         titles = [(self.host.conversations.title(key), key) for key in saved.keys(store)]
-        listed = [(title, key) for title, key in titles if title is not None]
+        listed = unique_titles([(title, key) for title, key in titles if title is not None])
         current = saved.normal(store)["current"]
         if any(key == current for _, key in listed):
             return gr.Dropdown(choices=listed, value=current)
@@ -274,6 +274,17 @@ class ChatPage:
         state = self.host.backends.warm_state
         done = state in ("", "ready") or "not available" in state
         return *self.show_status(base_url, model, key, mode, top_k, *limits), gr.Timer(active=not done)
+
+
+def unique_titles(listed: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(title, key) pairs with no two titles alike: a repeated title gets its number, the list's
+    last (the oldest) keeping the bare title ("caption this", "caption this (2)", ...)."""
+    seen: dict[str, int] = {}
+    out = []
+    for title, key in reversed(listed):
+        seen[title] = seen.get(title, 0) + 1
+        out.append((title if seen[title] == 1 else f"{title} ({seen[title]})", key))
+    return out[::-1]
 
 
 def choice(base_url: str, model: str, key: str, mode: str, top_k: float | None, *limits: Any) -> LLMChoice:
