@@ -47,6 +47,11 @@ def test_an_opened_earlier_version_shows_its_images_and_audio(llm_server, tmp_pa
             page.wait_for_function(f"() => ({IN_VERSION_1})()?.sounds >= 1")
             shown = page.evaluate(IN_VERSION_1)
             assert shown["images"] >= 1 and shown["sounds"] >= 1, shown  # the drawing and the voice
-            title.scroll_into_view_if_needed()
+            page.evaluate(  # the earlier version's media in view, for the screenshot
+                """() => [...document.querySelectorAll('#chat .title')]
+                  .find(e => e.innerText.includes('Version 1')).closest('.thought-group')
+                  .querySelector('audio, .minimal-audio-player')
+                  .scrollIntoView({block: 'center'})"""
+            )
             page.screenshot(path=str(SCREENSHOTS / f"version_{width}x{height}.png"))
             page.close()
