@@ -394,3 +394,17 @@ def test_when_a_run_ends_the_plan_shows_what_each_task_took_not_its_estimate():
     content = view.plan_box["content"]
     assert "30 s" not in content
     assert "a/paint<br/>took 1.2 s<br/>done" in content and "a/voice<br/>from the cache<br/>done" in content
+
+
+def test_each_reason_is_said_once():
+    view = RunView("r1")
+    view.feed(PlanReady(PLAN, 1))
+    why = "model selection failed: the LLM's reply was not JSON, so the top-ranked candidate runs"
+    for t in PLAN.tasks:
+        view.feed(ModelSelected(t.id, t.task, f"org/m{t.id}", why if t.id != 2 else "the sharpest", []))
+    boxes = [
+        m["content"]
+        for m in view.messages
+        if (m.get("metadata") or {}).get("id", "").endswith(("task0", "task1", "task2", "task3"))
+    ]
+    assert [b.split("Why: ")[1] for b in boxes] == [why, "as for task 0", "the sharpest", "as for task 0"]

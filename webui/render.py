@@ -60,10 +60,8 @@ __all__ = ["RunView", "model_link", "plan_markdown", "user_messages"]  # as befo
 
 
 class RunView:
-    """The chat messages of one request, updated event by event.
-
-    `prefix` keeps message ids unique across the requests of a conversation (nesting uses ids).
-    """
+    """The chat messages of one request, updated event by event. `prefix` keeps message ids unique
+    across the requests of a conversation (nesting uses ids)."""
 
     def __init__(
         self,
@@ -83,6 +81,7 @@ class RunView:
         self.states: dict[int, str] = {}
         self.models: dict[int, str] = {}
         self.estimates: dict[int, str] = {}  # task id -> its model's estimate, in a few words
+        self.reasons: dict[str, int] = {}  # why a model was picked -> the first task it was said for
         self.estimated_seconds: dict[int, float | None] = {}
         self.texts: dict[int, str] = {}  # each task's text output, to name what a later task used
         self.cached: set[int] = set()  # tasks served from the result cache
@@ -258,9 +257,10 @@ class RunView:
         self.models[i] = model
         others = [c for c in event.candidates if c != model]
         node = self._set_state(i, event.task, "waiting")
+        why = (clean(event.reason) or "no reason given") + SOURCE_NOTES.get(event.source, "")
+        first = self.reasons.setdefault(why, i)  # a reason said for an earlier task is not said again
         node["content"] = (
-            f"Model: {self._link(model)}\n\nWhy: {clean(event.reason) or 'no reason given'}"
-            + SOURCE_NOTES.get(event.source, "")
+            f"Model: {self._link(model)}\n\nWhy: {why if first == i else f'as for task {first}'}"
             + (f"\n\nOther candidates: {', '.join(self._link(c) for c in others)}" if others else "")
         )
 
