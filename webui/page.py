@@ -170,7 +170,10 @@ class ChatPage:
         """The trash icon: this conversation is deleted, its files unreachable at once; a new one
         opens, and "Undo delete" brings the old one back for a while."""
         old = self.conversation_key(conv_key, request)
+        title = self.host.conversations.title(old)
         can_undo = self.chat.reset(old)
+        if title is not None:  # said, not silent: what went, and how to bring it back
+            gr.Info(f"Deleted “{plain(title)}”." + (" Undo delete brings it back." if can_undo else ""))
         key = saved.new_key() if saved.valid_key(old) else old
         if key != old:
             self.visitors.opened(session_of(request), key)
