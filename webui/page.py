@@ -23,8 +23,8 @@ from .visitors import Visitors
 
 
 class ChatPage:
-    """The page: its layout, and its handlers as named methods (what Gradio calls on each event).
-    Per visitor it keeps only which conversation each browser session has open."""
+    """The page's handlers as named methods (what Gradio calls on each event), over its laid-out
+    components (`ui`). Per visitor it keeps only which conversation each browser session has open."""
 
     plan_controls: review_panel.Wiring  # set by webui.page_wiring
 
