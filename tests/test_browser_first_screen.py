@@ -35,8 +35,12 @@ def test_the_empty_chat_offers_example_cards_and_the_status_speaks_plainly(llm_s
             cards.first.wait_for()
             assert cards.count() == 4
             assert "Describe this picture" in cards.first.inner_text()
-            first = cards.first.bounding_box()
-            assert first["y"] + first["height"] <= height  # in view on the first screen
+            chat_box = page.locator("#chat").bounding_box()
+            for n in range(4):  # every card in view on the first screen, inside the chat
+                card = cards.nth(n).bounding_box()
+                assert chat_box["y"] <= card["y"] and card["y"] + card["height"] <= min(
+                    height, chat_box["y"] + chat_box["height"]
+                ), (width, n, card)
             page.screenshot(path=str(SCREENSHOTS / f"first_screen_{width}x{height}.png"))
             cards.first.click()
             box = page.locator("#request textarea")
