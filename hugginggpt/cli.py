@@ -96,13 +96,6 @@ def main(
     from .workspace import Workspace
 
     try:
-        workspace = (
-            Workspace(Path(args.workdir)) if args.workdir else Workspace.create(Path(settings.workdir))
-        )
-    except OSError as e:  # a file where the folder belongs, no permission, ...
-        print(f"error: cannot use {args.workdir or settings.workdir} as the workspace: {e}", file=stderr)
-        return 2
-    try:
         pipeline = build_pipeline(settings)
     except ValueError as e:  # e.g. a base URL that is not a URL
         print(f"error: {e}", file=stderr)
@@ -117,6 +110,13 @@ def main(
     request = args.request or (given.request if given else None)
     if not request:
         print('error: the request is missing: give it, or put it in the plan file as "request"', file=stderr)
+        return 2
+    try:  # made only once the command is known to be good: a refused one leaves no empty folder
+        workspace = (
+            Workspace(Path(args.workdir)) if args.workdir else Workspace.create(Path(settings.workdir))
+        )
+    except OSError as e:  # a file where the folder belongs, no permission, ...
+        print(f"error: cannot use {args.workdir or settings.workdir} as the workspace: {e}", file=stderr)
         return 2
     print(f"LLM: {pipeline.llm.describe()}; models: {pipeline.endpoint.describe()}", file=stderr)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -81,7 +82,23 @@ def why_not(limits: Limits, card: ModelCard, footprint: Footprint) -> Excluded |
 
 
 def _gb_flag(n: float) -> str:
-    return f"{math.ceil(n / GB * 10) / 10:g}"
+    """The smallest limit in GB, to two significant digits, that admits `n` bytes (618 kB: 0.00062)."""
+    gb = n / GB
+    if gb <= 0:
+        return "0"
+    step = 10.0 ** (math.floor(math.log10(gb)) - 1)
+    return f"{round(math.ceil(round(gb / step, 9)) * step, 12):g}"
+
+
+# A refusal suggests a limit by the CLI's flag; `worded` names it as another door's reader sets it.
+FLAGS = ("--max-model-gb", "--max-download-gb")
+_SUGGESTED = re.compile(r"\((--max-model-gb|--max-download-gb) ([0-9.e+-]+) would let it run\)")
+
+
+def worded(message: str, names: Mapping[str, str]) -> str:
+    """`message` with each suggested limit named by `names` (a template per flag, "{}" the value):
+    the page names its Settings fields, the API the server's settings, the CLI keeps its flags."""
+    return _SUGGESTED.sub(lambda m: f"({names[m.group(1)].format(m.group(2))} would let it run)", message)
 
 
 def refusal(task: str, excluded: list[Excluded], limits: Limits) -> str:
@@ -105,9 +122,15 @@ def refusal(task: str, excluded: list[Excluded], limits: Limits) -> str:
         )
     if "license" in by_limit:
         best = by_limit["license"][0]  # the highest-ranked candidate left out for its licence
+        # A candidate left out for its size has an allowed licence: "no candidate has one" would be false.
+        others = any(e.limit in ("model_size", "download") for e in excluded)
+        lead = (
+            "the other candidates' licences are not allowed"
+            if others
+            else "no candidate has an allowed licence"
+        )
         parts.append(
-            f"no candidate has an allowed licence ({', '.join(sorted(limits.licenses))}); "
-            f"allowing {best.needs} would let {best.id} run"
+            f"{lead} ({', '.join(sorted(limits.licenses))}); allowing {best.needs} would let {best.id} run"
         )
     if "unknown" in by_limit:
         names = ", ".join(e.id for e in by_limit["unknown"][:3])

@@ -46,7 +46,6 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
     from .factory import build_pipeline
-    from .progress import describe
     from .terminal import follow, settings_from_args
     from .workspace import Workspace
 
@@ -94,8 +93,7 @@ def main(argv: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
         stdout.write("\n")
     if done.error:
         print(f"error: {done.error}", file=stderr)
-    print(describe(done, workspace.root), file=stderr)
-    return 0 if same else 1
+    return 0 if same else 1  # (the run's [done] summary was printed by `follow`, once)
 
 
 def compare(trace: Trace, done: Done) -> list[dict[str, Any]]:

@@ -41,6 +41,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         max_model_gb=getattr(args, "max_model_gb", None),
         max_download_gb=getattr(args, "max_download_gb", None),
         licenses=_licences(getattr(args, "licenses", None)),
+        # --workdir (the conversation's folder) also holds the result cache and the learnt estimates,
+        # so a command run from another directory finds them and writes nothing where it was run.
+        workdir=getattr(args, "workdir", None),
     )
 
 

@@ -72,7 +72,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1]
         builds_models = any(name.startswith("tiny") for name in getattr(item, "fixturenames", ()))
-        if module in SLOW_MODULES or builds_models:
+        if module in SLOW_MODULES or builds_models or item.get_closest_marker("browser"):
             item.add_marker(pytest.mark.slow)
 
 
@@ -93,6 +93,25 @@ def pytest_runtest_setup(item):
         _frozen_at = module
         gc.collect()
         gc.freeze()
+
+
+CHECKOUT_WORKSPACES = ROOT / "workspaces"  # the app's and the CLI's default workdir, from the checkout
+
+
+def _listing(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+@pytest.fixture(autouse=True)
+def _writes_only_under_its_own_folders(tmp_path, monkeypatch):
+    """Each test runs in its own temporary folder, so a relative path (the default workdir
+    `workspaces`, its result cache and learnt estimates) lands there, never in the checkout and never
+    where a later test would read it; a test that writes to the checkout's ./workspaces anyway (a
+    subprocess started in the checkout without --workdir) fails."""
+    before = _listing(CHECKOUT_WORKSPACES)
+    monkeypatch.chdir(tmp_path)
+    yield
+    assert _listing(CHECKOUT_WORKSPACES) == before, "the test wrote to the checkout's ./workspaces"
 
 
 @pytest.fixture(autouse=True)

@@ -187,7 +187,7 @@ def test_browser_one_turn_per_request_with_its_plan_drawn_media_captioned_and_a_
             # settings are kept in this browser; the key only when asked
             page.locator("#settings").get_by_text("Settings", exact=True).click()
             page.get_by_label("hybrid").check()
-            page.locator("#status").get_by_text("hybrid:").wait_for()
+            page.locator("#status").get_by_text("models run here first, then on Hugging Face").wait_for()
             page.get_by_label("LLM base URL").fill("ftp://nowhere")
             page.get_by_label("LLM base URL").blur()
             page.locator(".field-problem").get_by_text("must start with http://").wait_for()  # at the field

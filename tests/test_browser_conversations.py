@@ -47,7 +47,7 @@ def test_a_conversation_its_media_and_settings_come_back_after_a_restart(llm_ser
             page.locator("#status").get_by_text("LLM:").wait_for()
             page.locator("#settings").get_by_text("Settings", exact=True).click()
             page.get_by_label("hybrid").check()
-            page.locator("#status").get_by_text("hybrid:").wait_for()
+            page.locator("#status").get_by_text("models run here first, then on Hugging Face").wait_for()
             page.locator("#request input[type=file]").set_input_files(str(picture))
             page.locator("#request img").first.wait_for()
             page.locator("#request textarea").fill("[conv-lasting] caption this photo and read it aloud")
@@ -107,6 +107,8 @@ def test_a_conversation_its_media_and_settings_come_back_after_a_restart(llm_ser
             page.locator("#chat button[aria-label='Clear']").click()
             chat.get_by_text("Answer for conv-lasting").wait_for(state="detached")
             page.locator("#undo-delete").wait_for()
+            toast = page.locator(".toast-body").filter(has_text="Undo delete brings it back.")
+            toast.get_by_text("Deleted “[conv-lasting]", exact=False).wait_for()  # said, not silent
             page.screenshot(path=str(SCREENSHOTS / "deleted_with_undo.png"))
             statuses = {u: page.request.get(u).status for u in urls}
             assert all(status in (403, 404) for status in statuses.values()), statuses

@@ -295,7 +295,39 @@ def test_check_reports_existence_gating_providers_and_local(hub):
         "inferenceProviderMapping",
         "library_name",
         "pipeline_tag",
+        "siblings",
     }
+
+
+def test_check_reports_an_entry_that_is_not_a_pipeline_for_its_task():
+    models = [
+        HubModel(  # a VAE checkpoint tagged text-to-image: no pipeline to load
+            "acme/vae-original",
+            "text-to-image",
+            downloads=5,
+            library_name="diffusers",
+            files={"vae.ckpt": 334_000_000, "README.md": 100},
+        ),
+        HubModel(
+            "acme/pipeline",
+            "text-to-image",
+            downloads=4,
+            library_name="diffusers",
+            files={"model_index.json": 500, "unet/config.json": 900},
+        ),
+    ]
+    with FakeHub(models) as hub:
+        result = catalog_cli(
+            hub.url, "check", "acme/vae-original", "acme/pipeline", "--task", "text-to-image"
+        )
+    assert result.returncode == 0, result.stderr
+    vae, pipeline, summary = result.stdout.splitlines()
+    assert vae.endswith(
+        "acme/vae-original: exists, not gated; providers: none; local: yes; NOT A PIPELINE: no "
+        "model_index.json (a checkpoint, not a diffusers pipeline for its task)"
+    ), vae
+    assert "NOT A PIPELINE" not in pipeline
+    assert summary.endswith(", 1 not a pipeline")
 
 
 def test_check_a_task_of_the_catalog_as_json(hub, tmp_path):
@@ -321,6 +353,7 @@ def test_check_a_task_of_the_catalog_as_json(hub, tmp_path):
         "providers": [], "live_providers": [], "library": "transformers", "local": True, "error": None,
         "not_on_hub": None,
         "hub_task": "summarization",
+        "not_a_pipeline": None,  # its files were not listed: not known
     }  # fmt: skip
     assert mine["not_on_hub"] == f"a local folder ({folder})" and mine["local"] is True  # not asked
     assert shipped["in_catalog"] and shipped["exists"] is False

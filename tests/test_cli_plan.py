@@ -169,6 +169,22 @@ def test_the_same_request_twice_runs_no_model_the_second_time(catalog, server, t
     assert [t["cached"] for t in trace["tasks"]] == [True, True]
 
 
+def test_the_cache_and_the_estimates_follow_the_workdir_not_the_current_directory(
+    catalog, server, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("HUGGINGGPT_CACHE_DIR", raising=False)  # the tests' shared cache: the default here
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir(), there.mkdir()
+    monkeypatch.chdir(here)
+    first = json.loads(cli(server, tmp_path, "--json", "label these").stdout)
+    monkeypatch.chdir(there)
+    second = json.loads(cli(server, tmp_path, "--json", "label these").stdout)
+    assert [t["cached"] for t in first["tasks"]] == [False, False]
+    assert [t["cached"] for t in second["tasks"]] == [True, True]
+    assert list(here.iterdir()) == list(there.iterdir()) == []  # nothing written where it was run
+    assert (tmp_path / "ws" / ".cache").is_dir() and (tmp_path / "ws" / ".estimates").is_dir()
+
+
 def test_review_needs_a_terminal(catalog, server, tmp_path):
     result = cli(server, tmp_path, "--review", "label these")
     assert result.returncode == 2 and "needs a terminal" in result.stderr and server.requests == []

@@ -367,3 +367,44 @@ def test_output_names_in_an_answer_become_links_where_the_file_exists():
     assert link_outputs(text, known.get) == (
         "Drawn: [outputs/r1/task-1/cat.png](u/cat.png), read: outputs/r1/task-2/gone.wav."
     )
+
+
+def test_when_a_run_ends_the_plan_shows_what_each_task_took_not_its_estimate():
+    from hugginggpt.estimate import Estimate
+    from hugginggpt.events import Estimated
+    from hugginggpt.records import TaskRecord, TaskStatus
+
+    view = RunView("r1")
+    plan = Plan(
+        [Task(0, "text-to-image", [-1], {"text": "a cat"}), Task(1, "text-to-speech", [-1], {"text": "hi"})]
+    )
+    view.feed(PlanReady(plan, 1))
+    for i, task, model in ((0, "text-to-image", "a/paint"), (1, "text-to-speech", "a/voice")):
+        view.feed(ModelSelected(i, task, model, "best", [model]))
+        view.feed(Estimated(i, task, model, Estimate("local:cpu", 0, 1000, 30.0, None)))
+    assert "30 s / 1 kB in memory" in view.plan_box["content"]  # before the run: the estimate
+    view.feed(TaskStarted(0, "text-to-image", "a/paint"))
+    view.feed(TaskFinished(0, "text-to-image", "a/paint", [], 1.2))
+    view.feed(TaskFinished(1, "text-to-speech", "a/voice", [], 0.0, cached=True))
+    records = (
+        TaskRecord(0, "text-to-image", {}, "a/paint", TaskStatus.DONE, seconds=1.2),
+        TaskRecord(1, "text-to-speech", {}, "a/voice", TaskStatus.DONE, cached=True),
+    )
+    view.feed(Done(Outcome.ANSWERED, answer="x", records=records))
+    content = view.plan_box["content"]
+    assert "30 s" not in content
+    assert "a/paint<br/>took 1.2 s<br/>done" in content and "a/voice<br/>from the cache<br/>done" in content
+
+
+def test_each_reason_is_said_once():
+    view = RunView("r1")
+    view.feed(PlanReady(PLAN, 1))
+    why = "model selection failed: the LLM's reply was not JSON, so the top-ranked candidate runs"
+    for t in PLAN.tasks:
+        view.feed(ModelSelected(t.id, t.task, f"org/m{t.id}", why if t.id != 2 else "the sharpest", []))
+    boxes = [
+        m["content"]
+        for m in view.messages
+        if (m.get("metadata") or {}).get("id", "").endswith(("task0", "task1", "task2", "task3"))
+    ]
+    assert [b.split("Why: ")[1] for b in boxes] == [why, "as for task 0", "the sharpest", "as for task 0"]

@@ -74,6 +74,7 @@ def test_replay_reproduces_identical_outputs_with_no_planning_or_selection_call(
     assert server.stages() == ["respond"] and result["llm_calls"] == 1  # the answer only
     assert result["same"] is True and [t["match"] for t in result["tasks"]] == [True] * 4
     assert result["answer"] == "Here you are again."
+    assert err.count("[done]") == 1, err  # the run's summary, once
     original = json.loads(trace_file.read_text())
     replayed = json.loads(Path(result["trace_file"]).read_text())
     assert replayed["replay_of"] == original["request_id"] != replayed["request_id"]

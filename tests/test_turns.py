@@ -43,13 +43,14 @@ def boxes(messages):
 
 
 def media(messages, *, top_level=True):
-    return [
-        m["content"][1]["path"]
-        for m in messages
-        if isinstance(m["content"], list)
-        and m["role"] == "assistant"
-        and bool((m.get("metadata") or {}).get("parent_id")) != top_level
-    ]
+    """The media files the app's messages show (a folded one nests as a message of its own)."""
+    paths = []
+    for m in messages:
+        if m["role"] != "assistant" or bool((m.get("metadata") or {}).get("parent_id")) == top_level:
+            continue
+        parts = m["content"] if isinstance(m["content"], list) else [m["content"]]
+        paths += [p["path"] for p in parts if isinstance(p, dict) and not p["path"].endswith(".json")]
+    return paths
 
 
 def test_a_new_seed_redraws_the_image_in_place_and_folds_the_old_one_into_a_version_box(chat, tmp_path):
@@ -171,14 +172,20 @@ def test_fold_nests_top_level_messages_keeps_nested_boxes_and_drops_options():
         {"role": "assistant", "content": "answer", "options": [{"value": "edit-plan"}]},
         {"role": "user", "content": {"path": "/x.png"}},
     ]
-    box, work, plan, answer, asked = fold(messages, "Version 1")
+    box, work, plan, answer, asked, sent = fold(messages, "Version 1")
     assert box["metadata"]["status"] == "done" and box["metadata"]["title"] == "Version 1"
     assert work["metadata"]["parent_id"] == box["metadata"]["id"]
     assert plan["metadata"]["parent_id"] == "r1-work"  # still inside its own box
     assert "options" not in answer and answer["metadata"]["parent_id"] == box["metadata"]["id"]
-    assert asked["role"] == "assistant" and asked["content"] == ["**You sent:**", {"path": "/x.png"}]
+    # a message of several parts nests as one message per part (Gradio shows a nested one's first only)
+    assert asked["role"] == "assistant" and asked["content"] == "**You sent:**"
+    assert sent["content"] == {"path": "/x.png"} and sent["metadata"] == {"parent_id": box["metadata"]["id"]}
     [quoted] = fold([{"role": "user", "content": "then"}], "Version 2")[1:]
     assert quoted["content"] == "**You asked:** then"
+    media = {"role": "assistant", "content": ["*Task 1 · text-to-image*", {"path": "/y.png"}]}
+    caption, image = fold([media], "Version 3")[1:]
+    assert caption["content"] == "*Task 1 · text-to-image*" and image["content"] == {"path": "/y.png"}
+    assert caption["metadata"]["parent_id"] == image["metadata"]["parent_id"]
 
 
 def test_a_turn_out_of_range_begins_a_new_one():

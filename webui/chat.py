@@ -27,6 +27,7 @@ from hugginggpt.records import TaskStatus
 from .backends import Backends
 from .conversations import DISK_FULL, Conversation, ConversationTable, TableFull
 from .host import CONFIGURE_HINT, Host
+from .limit_words import for_page
 from .live_runs import STOP_GRACE_SECONDS, LiveRun
 from .render import RunView, user_messages
 from .review_form import Draft, Origin
@@ -305,7 +306,7 @@ class ChatApp:
             view.note("Stopped." + (" The partial answer above was kept." if done.answer else ""))
         elif done.error:
             hint = f"\n\n{CONFIGURE_HINT}" if done.error_kind is ErrorKind.LLM else ""
-            view.note(f"**Error:** {done.error}{hint}")
+            view.note(f"**Error:** {for_page(done.error)}{hint}")  # limits named as Settings does
         if done.trace_file:
             conv.traces = [*conv.traces, str(done.trace_file)]
         conv.display += view.messages

@@ -41,7 +41,7 @@ def plan_mermaid(
     if not plan.tasks or len(plan.tasks) > MAX_TASKS:
         return ""
     # Drawn at its own size, never shrunk to the bubble (on a phone the bubble scrolls sideways:
-    # app.py's CSS); top-down keeps it narrow.
+    # assets/page.css); top-down keeps it narrow.
     lines = ["```mermaid", '%%{init: {"flowchart": {"useMaxWidth": false}}}%%', "flowchart TD"]
     for t in plan.tasks:
         state = states.get(t.id, "planned")

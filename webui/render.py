@@ -8,16 +8,15 @@ spinner and keeps the box open, "done" closes it.
 One request is one assistant turn: a "work" box that nests the plan (a diagram and a list), which
 nests one box per task; under the work box each image, clip or video with a caption naming the
 task that made it; then the answer. When the request ends the work box folds to one summary line.
-Everything the LLM, a model or a plan wrote passes through webui.safe_html first.
+Everything the LLM, a model or a plan wrote passes through webui.safe_html first; the words and
+marks themselves are webui.render_text's.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from hugginggpt.artifacts import MEDIA_KINDS, Artifact, ArtifactKind
@@ -28,7 +27,6 @@ from hugginggpt.events import (
     Event,
     ModelSelected,
     Outcome,
-    PickSource,
     PlanReady,
     PlanRejected,
     Stage,
@@ -45,79 +43,25 @@ from hugginggpt.plan import RESOURCE_REF, Plan
 from hugginggpt.task_progress import words
 
 from .plan_graph import plan_mermaid
+from .render_text import (
+    ANNOTATES,
+    SOURCE_NOTES,
+    add_text,
+    model_link,
+    plan_markdown,
+    shortened,
+    state_badge,
+    user_messages,
+    value_text,
+)
 from .safe_html import clean, plain
 
-HUB = "https://huggingface.co/"
-# Why a task runs a model the LLM did not pick (the reason says more).
-_SOURCE_NOTES = {
-    PickSource.NOT_A_CANDIDATE: " (the LLM named no offered model; the top-ranked one runs)",
-    PickSource.SELECTION_FAILED: " (model selection failed; the top-ranked one runs)",
-}
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-# A task state: the mark and word in its title (a CSS class colours them) and in the plan's list.
-MARKS = {
-    "waiting": "○",
-    "running": "◔",
-    "done": "✓",
-    "failed": "✕",
-    "skipped": "↷",
-    "stopped": "■",
-    "not finished": "■",
-}
-# Tasks whose image output is drawn over their input image: what the caption says it shows.
-ANNOTATES = {
-    "object-detection": ("boxes drawn on", "no objects found"),
-    "image-segmentation": ("segments coloured on", "no segments found"),
-}
-MAX_TEXT = 1500
-
-
-def model_link(model: str) -> str:
-    """Markdown link to the model's Hub page (plain code text for names that cannot be hub ids)."""
-    return f"[{model}]({HUB}{model})" if _HUB_ID.match(model) else f"`{plain(model)}`"
-
-
-def state_badge(state: str) -> str:
-    return f'<span class="hg-state hg-{state.replace(" ", "-")}">{MARKS[state]} {state}</span>'
-
-
-def plan_markdown(
-    plan: Plan, states: dict[int, str] | None = None, estimates: dict[int, str] | None = None
-) -> str:
-    """A readable numbered list of tasks, their arguments, what each waits for and what its model
-    is estimated to take (the diagram's text for screen readers)."""
-    if not plan.tasks:
-        return "No model is needed for this request: answering directly."
-    lines = []
-    for t in plan.tasks:
-        args = ", ".join(f"{plain(n)}: {_argument(v)}" for n, v in t.args.items()) or "no arguments"
-        after = [d for d in t.dep if d >= 0]
-        waits = f" · after task {', '.join(map(str, after))}" if after else " · starts at once"
-        state = f" · {MARKS[states[t.id]]} {states[t.id]}" if states and t.id in states else ""
-        cost = f" · {plain(estimates[t.id])}" if estimates and t.id in estimates else ""
-        lines.append(f"{t.id}. **{plain(t.task)}** ({args}){waits}{state}{cost}")
-    return "\n".join(lines)
-
-
-def _argument(value: Any) -> str:
-    text = RESOURCE_REF.sub(lambda m: f"output of task {m.group(1)}", str(value))
-    text = plain(text if len(text) <= 80 else text[:77] + "...")
-    return f"`{text}`" if text == value and not text.startswith("output of") else f"*{text}*"
-
-
-def user_messages(text: str, files: list[str]) -> list[dict[str, Any]]:
-    """The person's request: a message per attached file, then one of the text, which the chat
-    shows as one bubble. The text stands alone so that the chat's pencil can edit it (Gradio's
-    edit takes a message of text only)."""
-    out = [{"role": "user", "content": {"path": f, "alt_text": f"attached: {Path(f).name}"}} for f in files]
-    return out + ([{"role": "user", "content": clean(text)}] if text else [])
+__all__ = ["RunView", "model_link", "plan_markdown", "user_messages"]  # as before the split
 
 
 class RunView:
-    """The chat messages of one request, updated event by event.
-
-    `prefix` keeps message ids unique across the requests of a conversation (nesting uses ids).
-    """
+    """The chat messages of one request, updated event by event. `prefix` keeps message ids unique
+    across the requests of a conversation (nesting uses ids)."""
 
     def __init__(
         self,
@@ -137,6 +81,7 @@ class RunView:
         self.states: dict[int, str] = {}
         self.models: dict[int, str] = {}
         self.estimates: dict[int, str] = {}  # task id -> its model's estimate, in a few words
+        self.reasons: dict[str, int] = {}  # why a model was picked -> the first task it was said for
         self.estimated_seconds: dict[int, float | None] = {}
         self.texts: dict[int, str] = {}  # each task's text output, to name what a later task used
         self.cached: set[int] = set()  # tasks served from the result cache
@@ -263,7 +208,7 @@ class RunView:
                 self.models[i] = model
                 node = self._set_state(i, task, "running")
                 if attempt > 1:
-                    _add(node, f"Attempt {attempt}: trying {self._link(model)}")
+                    add_text(node, f"Attempt {attempt}: trying {self._link(model)}")
                 self._task_started[i] = self.clock()
             case TaskProgress(task_id=i) as progress:  # the box's log line, until the task ends
                 box = self._tasks.get(i)
@@ -275,14 +220,14 @@ class RunView:
                 who = self._link(model) if model else "the task"
                 if not final:
                     node = self._set_state(i, task, "running")
-                    _add(node, f"{who} failed: {clean(error)}; trying the next candidate.")
+                    add_text(node, f"{who} failed: {clean(error)}; trying the next candidate.")
                     node["metadata"]["log"] = "retrying with another model"
                 else:
                     node = self._set_state(i, task, "failed", seconds=seconds or None)
-                    _add(node, f"**Failed:** {clean(error)}")
+                    add_text(node, f"**Failed:** {clean(error)}")
             case TaskSkipped(task_id=i, task=task, reason=reason):
                 node = self._set_state(i, task, "skipped")
-                _add(node, f"**Skipped:** {clean(reason)}")
+                add_text(node, f"**Skipped:** {clean(reason)}")
             case AnswerDelta(text=text):
                 if self._answer is None:
                     self.feed(StageStarted(Stage.RESPOND))
@@ -313,9 +258,10 @@ class RunView:
         self.models[i] = model
         others = [c for c in event.candidates if c != model]
         node = self._set_state(i, event.task, "waiting")
+        why = (clean(event.reason) or "no reason given") + SOURCE_NOTES.get(event.source, "")
+        first = self.reasons.setdefault(why, i)  # a reason said for an earlier task is not said again
         node["content"] = (
-            f"Model: {self._link(model)}\n\nWhy: {clean(event.reason) or 'no reason given'}"
-            + _SOURCE_NOTES.get(event.source, "")
+            f"Model: {self._link(model)}\n\nWhy: {why if first == i else f'as for task {first}'}"
             + (f"\n\nOther candidates: {', '.join(self._link(c) for c in others)}" if others else "")
         )
 
@@ -324,10 +270,10 @@ class RunView:
         self.estimates[i] = estimate.short()
         self.estimated_seconds[i] = estimate.seconds
         node = self._set_state(i, event.task, "waiting")
-        _add(node, f"Estimate: {plain(estimate.line())}")
+        add_text(node, f"Estimate: {plain(estimate.line())}")
         if event.excluded:
             left_out = "; ".join(plain(f"{e.id} ({e.why})") for e in event.excluded)
-            _add(node, "Left out by your limits: " + left_out)
+            add_text(node, "Left out by your limits: " + left_out)
 
     def _forget(self, i: int) -> None:
         """A task the plan that counts does not have: its box and outputs leave the turn."""
@@ -348,14 +294,14 @@ class RunView:
             self.cached.add(i)
         if event.resumed:
             self.resumed.add(i)
-        text = [_value_text(a) for a in outputs if a.path is None]
+        text = [value_text(a) for a in outputs if a.path is None]
         self.texts[i] = next((a.value for a in outputs if a.kind == ArtifactKind.TEXT), "")
         node = self._set_state(i, task, "done", seconds=seconds)
         guess = self.estimated_seconds.get(i)
         if guess is not None and not event.cached:  # the estimate beside what it took
-            _add(node, f"Took {seconds:.2f} s; the estimate was {guess:.2g} s.")
+            add_text(node, f"Took {seconds:.2f} s; the estimate was {guess:.2g} s.")
         if text:
-            _add(node, "Result:\n" + "\n".join(text))
+            add_text(node, "Result:\n" + "\n".join(text))
         for a in outputs:
             if a.path is not None and a.kind in MEDIA_KINDS:
                 media = self._media(i, task, model, a, outputs, seconds)
@@ -375,11 +321,11 @@ class RunView:
         if task in ANNOTATES and source:
             what, none = ANNOTATES[task]
             found = self.texts.get(i) or next((none for x in outputs if x.kind == "data" and not x.value), "")
-            caption += f" — {what} {plain(source)}" + (f": {_short(clean(found), 160)}" if found else "")
+            caption += f" — {what} {plain(source)}" + (f": {shortened(clean(found), 160)}" if found else "")
         prompt = self._arg(i, "text") or self._arg(i, "prompt")
         if prompt and task not in ANNOTATES:  # said in the caption too: Gradio 6.31 drops alt_text
-            caption += f" — from “{plain(_short(prompt, 120))}”"
-        alt = f"Task {i} ({task})" + (f": {_short(prompt, 200)}" if prompt else "")
+            caption += f" — from “{plain(shortened(prompt, 120))}”"
+        alt = f"Task {i} ({task})" + (f": {shortened(prompt, 200)}" if prompt else "")
         return {"role": "assistant", "content": [caption, {"path": str(a.path), "alt_text": plain(alt)}]}
 
     def _arg(self, i: int, name: str) -> str:
@@ -404,6 +350,9 @@ class RunView:
             if self.states.get(i) in ("waiting", "running"):
                 new = by_record.get(i, leftover)
                 self._set_state(i, self.names[i], new if new != "pending" else leftover)
+        for r in done.records:  # what each task took replaces what it was estimated to take
+            if str(r.status) in ("done", "failed") and r.id in self.estimates:
+                self.estimates[r.id] = "from the cache" if r.cached else f"took {r.seconds:.2g} s"
         if self.plan_box is not None:
             self._refresh_plan()  # the drawing with the final states
             if self.plan is None and self.rejections:
@@ -460,23 +409,3 @@ class RunView:
     def note(self, text: str) -> None:
         """A plain assistant message (errors, hints)."""
         self.messages.append({"role": "assistant", "content": clean(text)})
-
-
-def _add(node: dict[str, Any], text: str) -> None:
-    node["content"] = f"{node['content']}\n\n{text}" if node["content"] else text
-
-
-def _short(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _value_text(artifact: Artifact) -> str:
-    if isinstance(artifact.value, str):
-        return clean(_short_block(artifact.value))
-    text = json.dumps(artifact.value, ensure_ascii=False, default=str)
-    return "```json\n" + clean(_short_block(text)) + "\n```"
-
-
-def _short_block(text: str) -> str:
-    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "..."

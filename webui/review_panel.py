@@ -1,6 +1,6 @@
 """The page's plan controls under the chat: the review toggle, the review form (drawn anew by
 gr.render whenever the form state changes) and the "run a trace again" upload. Regenerating and
-editing the last plan are actions on the chat's messages (webui.message_actions, wired in app.py).
+editing the last plan are actions on the chat's messages (webui.message_actions, wired in webui.page_wiring).
 webui.review_chat does the work.
 """
 

@@ -20,7 +20,7 @@ from typing import Any
 MAX_SAVED = 10
 PREFIX = "b-"  # browser keys never collide with the session hashes that API clients are keyed by
 _KEY = re.compile(r"^b-[A-Za-z0-9_-]{20,64}$")
-FIELDS = ("base_url", "model", "mode", "top_k", "review")
+FIELDS = ("base_url", "model", "mode", "top_k", "review", "max_model_gb", "max_download_gb", "licenses")
 
 
 def empty() -> dict[str, Any]:

@@ -92,8 +92,18 @@ def fold(messages: list[dict[str, Any]], title: str) -> list[dict[str, Any]]:
         content = m.get("content")
         if m.get("role") == "user":
             content = _quoted(content)
-        out.append({"role": "assistant", "content": content, "metadata": meta})
+        # One message per part: Gradio (6.31) shows only the first part of a nested message, so a
+        # caption and its image or audio would lose the media once folded.
+        for n, part in enumerate(_parts(content)):
+            part_meta = meta if n == 0 else {"parent_id": meta["parent_id"]}
+            out.append({"role": "assistant", "content": part, "metadata": part_meta})
     return out
+
+
+def _parts(content: Any) -> list[Any]:
+    if not isinstance(content, list):
+        return [content]
+    return [part for item in content for part in _parts(item)] or [""]
 
 
 def index_of(turns: list[Turn], message: int) -> int | None:

@@ -128,6 +128,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(
             f"checked {len(results)}: {missing} missing, {sum(bool(r.gated) for r in results)} gated, "
             f"{served} served live by a provider, {sum(r.local for r in results)} runnable locally"
+            + (
+                f", {broken} not a pipeline"
+                if (broken := sum(bool(r.not_a_pipeline) for r in results))
+                else ""
+            )
         )
     return 3 if any(r.exists is False for r in results) else 0
 

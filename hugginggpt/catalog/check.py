@@ -24,6 +24,7 @@ CHECK_EXPAND: list[ExpandModelProperty_T] = [
     "inferenceProviderMapping",
     "library_name",
     "pipeline_tag",
+    "siblings",  # the repo's files: a pipeline has its config (not_a_pipeline)
 ]
 WORKERS = 8
 
@@ -50,6 +51,7 @@ class Checked:
     error: str | None = None
     not_on_hub: str | None = None  # what it is instead (a local folder, built in): the Hub is not asked
     hub_task: str | None = None  # the Hub's pipeline tag: another task than `task` is worth a look
+    not_a_pipeline: str | None = None  # why the repo cannot be loaded as its library's pipeline
 
     @property
     def live(self) -> list[str]:
@@ -71,6 +73,7 @@ class Checked:
             "error": self.error,
             "not_on_hub": self.not_on_hub,
             "hub_task": self.hub_task,
+            "not_a_pipeline": self.not_a_pipeline,
         }
 
     def line(self) -> str:
@@ -86,7 +89,8 @@ class Checked:
         local = "yes" if self.local else "no"
         other = self.hub_task and self.task and self.hub_task != self.task
         tagged = f"; the Hub tags it {self.hub_task}: does it do {self.task}?" if other else ""
-        return f"{head}: exists, {gated}; providers: {served}; local: {local}{tagged}"
+        broken = f"; NOT A PIPELINE: {self.not_a_pipeline}" if self.not_a_pipeline else ""
+        return f"{head}: exists, {gated}; providers: {served}; local: {local}{tagged}{broken}"
 
 
 def check_models(wanted: Iterable[Wanted]) -> list[Checked]:
@@ -167,4 +171,21 @@ def _result(wanted: Wanted, answer: Any) -> Checked:
         library=library,
         local=local,
         hub_task=answer.pipeline_tag,
+        not_a_pipeline=not_a_pipeline(library, answer.siblings),
     )
+
+
+# The file each library's pipeline loads first: a repo without it (a VAE or a single checkpoint
+# listed as text-to-image) cannot be run as a pipeline for its task.
+PIPELINE_CONFIG = {"diffusers": "model_index.json", "transformers": "config.json"}
+
+
+def not_a_pipeline(library: str | None, siblings: Any) -> str | None:
+    """Why a repo with these files is no pipeline of `library`; None when it is, or not known."""
+    needed = PIPELINE_CONFIG.get(library or "")
+    if needed is None or siblings is None:
+        return None
+    files = {getattr(s, "rfilename", None) for s in siblings}
+    if needed in files:
+        return None
+    return f"no {needed} (a checkpoint, not a {library} pipeline for its task)"

@@ -72,6 +72,7 @@ class HubModel:
             "safetensors": self.safetensors,
             "gated": self.gated,
             "inferenceProviderMapping": self.mapping(as_list=not single),
+            "siblings": [{"rfilename": f} for f in self.files] if self.files else None,
         }
         keep = set(expand) if expand else {"downloads", "likes", "library_name", "pipeline_tag", "tags"}
         return {

@@ -30,6 +30,7 @@ from hugginggpt.events import Outcome
 
 from ..api_files import InputRefused, Served, result_json, root_url, task_json
 from ..calls import Calls, Credentials, FileRef, Finished, drive
+from ..limit_words import for_server
 from ..slots import Busy
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ def hugginggpt_tool(calls: Calls):
         if done.outcome is Outcome.CANCELLED:
             raise gr.Error("The request was cancelled.")
         if done.outcome is Outcome.FAILED:
-            raise gr.Error(f"{done.error} ({done.error_kind})")
+            raise gr.Error(f"{for_server(done.error or '')} ({done.error_kind})")
         result = result_json(done, finished.served)
         return json.dumps(result, ensure_ascii=False), _last_image(finished)
 

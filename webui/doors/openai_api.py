@@ -31,6 +31,7 @@ from hugginggpt.progress import describe
 
 from ..api_files import MAX_FILES, InputRefused, answer_with_urls, result_json, root_url
 from ..calls import Accepted, Calls, Credentials, Finished, TokensSpent, drive
+from ..limit_words import for_server
 from ..slots import Busy
 from .openai_messages import files_markdown, read_messages
 
@@ -302,7 +303,7 @@ def _failure(finished: Finished | None) -> Response | None:
     done: Done = finished.done
     if done.outcome is Outcome.FAILED:
         status, kind, code = _FAILURES[done.error_kind or ErrorKind.INTERNAL]
-        return error(status, done.error or "failed", kind, code)
+        return error(status, for_server(done.error or "failed"), kind, code)
     return None
 
 
