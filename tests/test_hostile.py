@@ -11,7 +11,7 @@ from fakes.llm_server import FakeLLMServer, Reply
 
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import Catalog
-from hugginggpt.cli import result_json
+from hugginggpt.terminal import result_json
 from hugginggpt.config import Settings
 from hugginggpt.endpoints import Result
 from hugginggpt.events import Done, ErrorKind, Outcome, TaskSkipped
