@@ -1,0 +1,120 @@
+"""Concurrent calls to the same model run as one batch: the one batcher of the runtime, so the
+expert server (one machine or a Ray Serve runner) and the app's in-process runtime batch alike.
+
+Calls with the same key (the loaded model and every argument that must match, see
+handlers.base.Batching) wait in one line; a worker thread per line takes the waiting calls as one
+batch once it holds the model. A lone call never waits: only while calls for the line keep company
+(a batch of more than one, or calls arriving during a run) does the worker wait up to the window
+for more. Each call is still its own: its caller waits on its own event and leaves at once when
+its stop is set (a call not started yet is left out of its batch; a started one's result is
+discarded), and it gets its own error.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .handlers.base import Outputs, Stopped
+
+WINDOW_S = 0.005  # how long a line under load waits for more calls before it runs
+COMPANY_S = 1.0  # a line had company this recently: the next batch waits the window
+IDLE_S = 2.0  # a line's worker ends after this long without calls
+POLL_S = 0.02  # how often a waiting caller looks at its stop signal
+
+
+@dataclass(eq=False)
+class Call:
+    """One member of a batch: its inputs, where its outputs go, and how it ended."""
+
+    inputs: dict[str, str]
+    outputs: Outputs
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    batch_size: int = 0  # how many calls ran with it (0: it never ran)
+    left: bool = False  # the caller stopped waiting
+
+    @property
+    def stopped(self) -> bool:
+        stop = self.outputs.stop
+        return self.left or (stop is not None and stop.is_set())
+
+
+# Runs the calls of one batch, holding the model; sets each call's error where it failed.
+RunBatch = Callable[[list[Call]], None]
+
+
+class Batcher:
+    """Lines of calls by key, each served by a worker thread while it has calls."""
+
+    def __init__(self, window_s: float = WINDOW_S) -> None:
+        self.window_s = window_s
+        self._lock = threading.Lock()
+        self._lines: dict[Hashable, _Line] = {}
+
+    def call(self, key: Hashable, call: Call, *, lock: Any, run: RunBatch, most: int) -> int:
+        """Run `call` in a batch of up to `most` calls with the same key, once `lock` (the model's)
+        is held; returns the batch size, raises the call's error. `run` is the same for a key."""
+        with self._lock:
+            line = self._lines.get(key)
+            if line is None:
+                line = self._lines[key] = _Line(self, key, lock, run, most)
+            line.pending.append(call)
+            line.wake.notify()
+        while not call.done.wait(POLL_S):
+            if call.stopped:
+                call.left = True  # the worker leaves it out, or drops what it made
+                raise Stopped("stopped")
+        if call.error is not None:
+            raise call.error
+        if call.stopped:  # stopped while its batch ran on: what it made is not wanted
+            raise Stopped("stopped")
+        return call.batch_size
+
+    def waiting(self) -> int:
+        """Calls waiting for their batch to start, in every line."""
+        with self._lock:
+            return sum(len(line.pending) for line in self._lines.values())
+
+
+class _Line:
+    def __init__(self, batcher: Batcher, key: Hashable, lock: Any, run: RunBatch, most: int) -> None:
+        self.batcher, self.key, self.lock, self.run, self.most = batcher, key, lock, run, max(1, most)
+        self.pending: list[Call] = []
+        self.wake = threading.Condition(batcher._lock)
+        self.company_at = -COMPANY_S  # when the line last had more than one call at a time
+        threading.Thread(target=self._serve, name="batch", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            with self.wake:
+                if not self.wake.wait_for(lambda: self.pending, timeout=IDLE_S):
+                    del self.batcher._lines[self.key]  # under the batcher's lock: no call is adding
+                    return
+                if len(self.pending) > 1 or time.monotonic() - self.company_at < COMPANY_S:
+                    self.wake.wait_for(lambda: len(self.pending) >= self.most, timeout=self.batcher.window_s)
+            with self.lock:  # calls arriving while the model is busy join this batch
+                with self.wake:
+                    batch, self.pending = self.pending[: self.most], self.pending[self.most :]
+                    if len(batch) > 1 or self.pending:
+                        self.company_at = time.monotonic()
+                self._run(batch)
+
+    def _run(self, batch: list[Call]) -> None:
+        live = [c for c in batch if not c.stopped]
+        try:
+            for c in live:
+                c.batch_size = len(live)
+            if live:
+                self.run(live)
+        except BaseException as exc:  # a bug in run itself: every call hears it, the line goes on
+            for c in live:
+                c.error = c.error or exc
+        finally:
+            for c in batch:
+                if c not in live:
+                    c.error = Stopped("stopped")
+                c.done.set()
