@@ -233,3 +233,47 @@ def test_batching_rules_key_on_everything_but_what_each_call_brings():
     assert rules.key({"text": "a", "steps": "2"}) != rules.key({"text": "a", "steps": "3"})
     assert rules.most_for(object()) == 3
     assert isinstance(HANDLERS["text-to-image"], Handler) and HANDLERS["text-to-image"].batch is not None
+
+
+# ---- through the expert server (in-process backend) ------------------------------------------------
+
+
+def draw_over_http(url: str, seeds: list[int], steps: int = 2) -> dict[int, tuple[np.ndarray, int]]:
+    """Concurrent text-to-image requests, one per seed: each image and the batch size it reports."""
+    import io
+    import json
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(seed: int) -> tuple[np.ndarray, int]:
+        body = {"inputs": f"cat {seed}", "parameters": {"seed": seed, "num_inference_steps": steps}}
+        request = urllib.request.Request(
+            f"{url}/models/tiny/sd/pipeline/text-to-image",
+            data=json.dumps(body).encode(),
+            headers={"content-type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=WAIT_S) as r:
+            size = int(r.headers["x-batch-size"])
+            return np.asarray(Image.open(io.BytesIO(r.read())).convert("RGB")).astype(int), size
+
+    with ThreadPoolExecutor(len(seeds)) as pool:
+        return dict(zip(seeds, pool.map(one, seeds), strict=True))
+
+
+def test_the_server_batches_concurrent_requests_and_says_so(served, tmp_path):
+    import urllib.request
+
+    seeds = list(range(10, 16))
+    got = draw_over_http(served.url, seeds)
+    alone = Runtime(device="cpu", batch_window_s=0)
+    sd = str((served.root / "tiny/sd").resolve())
+    for seed in seeds:
+        expected = pixels(
+            alone.run("text-to-image", sd, {"text": f"cat {seed}", "steps": "2"}, tmp_path, seed=seed)
+        )
+        assert np.abs(got[seed][0] - expected).max() <= 2
+    sizes = [size for _, size in got.values()]
+    assert max(sizes) > 1 and min(sizes) >= 1  # six at once: at least two ran together
+    with urllib.request.urlopen(f"{served.url}/metrics", timeout=10) as r:
+        metrics = r.read().decode()
+    assert 'hugginggpt_expert_batch_size_count{task="text-to-image"}' in metrics

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..batching import WINDOW_S
 from .limits import BODY_SECONDS, MAX_AUDIO_SECONDS, MAX_CONNECTIONS, MAX_PIXELS
 from .settings import ServerSettings
 
@@ -48,6 +49,13 @@ def parser() -> argparse.ArgumentParser:
         default=MAX_CONNECTIONS,
         help=f"connections at once (default {MAX_CONNECTIONS}; beyond it 503)",
     )
+    p.add_argument(
+        "--batch-window-ms",
+        type=float,
+        default=WINDOW_S * 1000,
+        help="how long concurrent calls of a model wait for each other to run as one batch "
+        f"(default {WINDOW_S * 1000:g}; 0: every call alone)",
+    )
     return p
 
 
@@ -66,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                 "max_audio_seconds": args.max_audio_seconds,
                 "body_seconds": args.body_seconds,
                 "max_connections": args.max_connections,
+                "batch_window_ms": args.batch_window_ms,
             }
         )
     except ValueError as exc:

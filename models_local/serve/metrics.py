@@ -1,5 +1,6 @@
 """Prometheus metrics of the expert server, at its GET /metrics: calls by task and status, their
-time, calls in flight, and the models resident (and their bytes, where the backend knows them)."""
+time and batch sizes, calls in flight, and the models resident (and their bytes, where the backend
+knows them)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 _SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+_SIZES = (1, 2, 4, 8, 16, 32)
+BATCH_HEADER = "x-batch-size"  # an answer's: how many calls its model ran together (0: not known)
 
 
 class ServerMetrics:
@@ -28,6 +31,13 @@ class ServerMetrics:
             "Time of a call, by task",
             ["task"],
             buckets=_SECONDS,
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "hugginggpt_expert_batch_size",
+            "Calls a model ran together with each answered call, by task",
+            ["task"],
+            buckets=_SIZES,
             registry=r,
         )
         self.in_flight = Gauge("hugginggpt_expert_calls_in_flight", "Calls being answered", registry=r)
@@ -49,6 +59,8 @@ class ServerMetrics:
             try:
                 response = await answer()
                 status = response.status_code
+                if int(response.headers.get(BATCH_HEADER, "0")) > 0:
+                    self.batch_size.labels(task).observe(int(response.headers[BATCH_HEADER]))
                 return response
             finally:
                 self.calls.labels(task, str(status)).inc()
