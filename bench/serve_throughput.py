@@ -2,6 +2,7 @@
 cost of the protocol hop for a warm model.
 
     python bench/serve_throughput.py [--requests 16] [--steps 20] [--hop-calls 40] [--no-ray]
+                                     [--batching-only] [--clients 1,4,8,16] [--calls 4]
 
 Throughput: `--requests` concurrent text-to-image requests (tiny Stable Diffusion, `--steps`
 denoising steps on CPU: compute-bound, no I/O) answered by
@@ -9,6 +10,10 @@ denoising steps on CPU: compute-bound, no I/O) answered by
   - Ray Serve with one replica of the diffusion runner, then with two (a single-node cluster on
     loopback with every CPU of this machine, serve_config.yaml fitted to it),
 reported as requests per second and p50/p95 latency, in one run.
+Batching (models_local/batching.py): `--clients` clients each make `--calls` calls one after
+another to the same model through `python -m models_local.serve`'s app (uvicorn on 127.0.0.1), on
+the tiny text-to-image (10 steps), image-classification and captioning models, with batching on
+(the default window) and off, in one run: requests per second and p95 latency.
 Protocol hop: a warm tiny ViT image classification called in-process and, alternately, through
 `python -m models_local.serve`'s app (uvicorn on 127.0.0.1) or through Ray Serve; the median of the
 per-pair differences is what the HTTP hop (and Ray's routing) adds per call.
@@ -93,6 +98,10 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--hop-calls", type=int, default=40)
     ap.add_argument("--no-ray", action="store_true", help="in-process and uvicorn only")
+    ap.add_argument("--batching-only", action="store_true", help="only the batching table")
+    ap.add_argument("--hop-only", action="store_true", help="only the warm-call hop (one Ray deploy)")
+    ap.add_argument("--clients", default="1,4,8,16", help="client counts for the batching table")
+    ap.add_argument("--calls", type=int, default=4, help="calls per client in the batching table")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a killed run still stops its Ray cluster
 
@@ -117,13 +126,20 @@ def main() -> None:
     image = photo.read_bytes()
     prompt = json.dumps({"inputs": "a red cat", "parameters": {"num_inference_steps": args.steps}}).encode()
     sd, vit = str(models / "tiny/sd"), str(models / "tiny/vit")
+    if args.batching_only:
+        results["batching"] = batching_table(
+            work, models, image, [int(c) for c in args.clients.split(",")], args.calls
+        )
+        print(json.dumps(results, indent=2))
+        return
 
     # ---- in-process baseline --------------------------------------------------------------------
     runtime = Runtime(device="cpu")
     out = work / "out"
     draw = {"text": "a red cat", "steps": str(args.steps)}
     runtime.run("text-to-image", sd, draw, out)  # warm
-    results["in_process"] = burst(lambda i: runtime.run("text-to-image", sd, draw, out), args.requests)
+    if not args.hop_only:
+        results["in_process"] = burst(lambda i: runtime.run("text-to-image", sd, draw, out), args.requests)
 
     def classify_here() -> None:
         runtime.run("image-classification", vit, {"image": str(photo)}, out)
@@ -134,19 +150,22 @@ def main() -> None:
     with protocol_server(create_app(LocalBackend(runtime), ModelTable(models, hub=False))) as url:
         classify = f"{url}/models/tiny/vit/pipeline/image-classification"
         hop["uvicorn"] = paired(classify_here, lambda: post(classify, image, "image/png"), args.hop_calls)
+        hop["uvicorn_health_ms"] = health_ms(url, args.hop_calls)
 
     # ---- Ray Serve: one diffusion runner replica, then two -------------------------------------------
     if not args.no_ray:
         cluster = RayCluster(work, cpus=os.cpu_count() or 2)
         try:
             port = free_port()  # Serve's HTTP options are fixed once it runs: the same for both deploys
-            for replicas in (1, 2):
+            for replicas in (1,) if args.hop_only else (1, 2):
                 config = ray_config(models, port, replicas={"heavy": replicas, "light": 1})
                 for d in config["applications"][0]["deployments"]:  # 2 heavy replicas fit 2 CPUs
                     d["ray_actor_options"]["num_cpus"] = 0.9 if d["name"] == "heavy" else 0.1
                 url = cluster.deploy(config)  # the second time, Serve updates the running app in place
                 draw_url = f"{url}/models/tiny/sd/pipeline/text-to-image"
                 _until_replicas(url, draw_url, prompt, replicas)
+                if args.hop_only:
+                    break
                 results[f"ray_{replicas}_replica"] = burst(
                     lambda i, u=draw_url: post(u, prompt, "application/json"), args.requests
                 )
@@ -154,10 +173,76 @@ def main() -> None:
             hop["ray_serve"] = paired(
                 classify_here, lambda: post(classify, image, "image/png"), args.hop_calls
             )
+            hop["ray_serve_health_ms"] = health_ms(url, args.hop_calls)  # the proxy and ingress only
         finally:
             cluster.stop()
     results["warm_call_hop"] = hop
     print(json.dumps(results, indent=2))
+
+
+def health_ms(url: str, n: int) -> float:
+    """Median time of GET /health: the HTTP hop to the app alone, no model and no runner."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(f"{url}/health", timeout=30) as r:
+            r.read()
+        times.append(time.perf_counter() - t0)
+    return round(statistics.median(times) * 1000, 2)
+
+
+def batching_table(work: Path, models: Path, image: bytes, clients: list[int], calls: int) -> dict:
+    """Concurrent same-model calls through the uvicorn app, batching off and on: per task and
+    number of clients, requests/s and p95 (closed loop: each client calls again once answered)."""
+    from serve_support import models_folder, protocol_server
+    from tiny_vision import build_blip_captioner
+
+    from models_local import Runtime
+    from models_local.batching import WINDOW_S
+    from models_local.serve import LocalBackend, create_app
+    from models_local.serve.models import ModelTable
+
+    models_folder(models, {"tiny/blip": str(build_blip_captioner(work / "blip"))})
+    draw = json.dumps({"inputs": "a red cat", "parameters": {"num_inference_steps": 10}}).encode()
+    tasks = {
+        "text-to-image": ("tiny/sd", draw, "application/json"),
+        "image-classification": ("tiny/vit", image, "image/png"),
+        "image-to-text": ("tiny/blip", image, "image/png"),
+    }
+    servers = {
+        mode: Runtime(device="cpu", batch_window_s=window) for mode, window in (("off", 0), ("on", WINDOW_S))
+    }
+    table: dict[str, dict] = {}
+    for mode, runtime in servers.items():
+        with protocol_server(create_app(LocalBackend(runtime), ModelTable(models, hub=False))) as url:
+            for task, (model, body, content_type) in tasks.items():
+                target = f"{url}/models/{model}/pipeline/{task}"
+                post(target, body, content_type)  # load and warm
+                for n in clients:
+                    table.setdefault(task, {}).setdefault(str(n), {})[mode] = closed_loop(
+                        lambda t=target, b=body, c=content_type: post(t, b, c), n, calls
+                    )
+    for rows in table.values():
+        for row in rows.values():
+            row["speedup"] = round(row["on"]["rps"] / row["off"]["rps"], 2)
+    return table
+
+
+def closed_loop(call, clients: int, calls: int) -> dict[str, float]:
+    """`clients` threads, each making `calls` calls one after another."""
+    latencies: list[float] = []
+
+    def client(_: int) -> None:
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            call()
+            latencies.append(time.perf_counter() - t0)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(client, range(clients)))
+    wall = time.perf_counter() - start
+    return {"rps": round(len(latencies) / wall, 2), "p95_ms": round(p95(latencies) * 1000, 1)}
 
 
 def _until_replicas(url: str, draw_url: str, prompt: bytes, replicas: int, timeout: float = 180) -> None:
