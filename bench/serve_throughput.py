@@ -38,6 +38,7 @@ import tempfile
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -209,16 +210,25 @@ def batching_table(work: Path, models: Path, image: bytes, clients: list[int], c
         "image-classification": ("tiny/vit", image, "image/png"),
         "image-to-text": ("tiny/blip", image, "image/png"),
     }
-    servers = {
-        mode: Runtime(device="cpu", batch_window_s=window) for mode, window in (("off", 0), ("on", WINDOW_S))
-    }
     table: dict[str, dict] = {}
-    for mode, runtime in servers.items():
-        with protocol_server(create_app(LocalBackend(runtime), ModelTable(models, hub=False))) as url:
-            for task, (model, body, content_type) in tasks.items():
-                target = f"{url}/models/{model}/pipeline/{task}"
-                post(target, body, content_type)  # load and warm
-                for n in clients:
+    with ExitStack() as stack:  # both servers up at once: each row runs off then on, same load
+        urls = {
+            mode: stack.enter_context(
+                protocol_server(
+                    create_app(
+                        LocalBackend(Runtime(device="cpu", batch_window_s=window)),
+                        ModelTable(models, hub=False),
+                    )
+                )
+            )
+            for mode, window in (("off", 0), ("on", WINDOW_S))
+        }
+        for task, (model, body, content_type) in tasks.items():
+            for n in clients:
+                for url in urls.values():
+                    post(f"{url}/models/{model}/pipeline/{task}", body, content_type)  # load and warm
+                for mode, url in urls.items():
+                    target = f"{url}/models/{model}/pipeline/{task}"
                     table.setdefault(task, {}).setdefault(str(n), {})[mode] = closed_loop(
                         lambda t=target, b=body, c=content_type: post(t, b, c), n, calls
                     )

@@ -2,9 +2,10 @@
 expert server (one machine or a Ray Serve runner) and the app's in-process runtime batch alike.
 
 Calls with the same key (the loaded model and every argument that must match, see
-handlers.base.Batching) wait in one line; a worker thread per line takes the waiting calls as one
-batch once it holds the model. A lone call never waits: only while calls for the line keep company
-(a batch of more than one, or calls arriving during a run) does the worker wait up to the window
+handlers.base.Batching) meet in one line. A call that finds its line quiet and the model free runs
+at once in its own thread, as if unbatched. Calls that arrive while the model is busy wait for the
+line's worker thread, which takes them as one batch once it holds the model; while calls keep
+company (a batch of more than one, or calls arriving during a run) it first waits up to the window
 for more. Each call is still its own: its caller waits on its own event and leaves at once when
 its stop is set (a call not started yet is left out of its batch; a started one's result is
 discarded), and it gets its own error.
@@ -62,17 +63,36 @@ class Batcher:
             line = self._lines.get(key)
             if line is None:
                 line = self._lines[key] = _Line(self, key, lock, run, most)
-            line.pending.append(call)
-            line.wake.notify()
-        while not call.done.wait(POLL_S):
-            if call.stopped:
-                call.left = True  # the worker leaves it out, or drops what it made
-                raise Stopped("stopped")
+            alone = line.quiet()
+            if alone:
+                line.direct = True
+            else:
+                line.add(call)
+        if alone:
+            self._alone(line, call)
+        else:
+            while not call.done.wait(POLL_S):
+                if call.stopped:
+                    call.left = True  # the worker leaves it out, or drops what it made
+                    raise Stopped("stopped")
         if call.error is not None:
             raise call.error
         if call.stopped:  # stopped while its batch ran on: what it made is not wanted
             raise Stopped("stopped")
         return call.batch_size
+
+    def _alone(self, line: _Line, call: Call) -> None:
+        """A call that finds its line quiet runs in its own thread at once: no hand-over to the
+        worker (two thread switches, which cost milliseconds on a busy machine). Calls arriving
+        meanwhile wait for the worker, which runs them as one batch once this call is done."""
+        try:
+            with line.lock:
+                line.run_batch([call])
+        finally:
+            with self._lock:
+                line.direct = False
+                if not line.worker and not line.pending:
+                    del self._lines[line.key]
 
     def waiting(self) -> int:
         """Calls waiting for their batch to start, in every line."""
@@ -86,24 +106,50 @@ class _Line:
         self.pending: list[Call] = []
         self.wake = threading.Condition(batcher._lock)
         self.company_at = -COMPANY_S  # when the line last had more than one call at a time
-        threading.Thread(target=self._serve, name="batch", daemon=True).start()
+        self.direct = False  # a call runs alone in its caller's thread
+        self.running = False  # the worker runs a batch
+        self.worker = False  # the worker thread is there
+
+    def quiet(self) -> bool:
+        """No call waits or runs, none did together lately, and the model is free (not busy with
+        calls of other arguments). Caller holds the batcher's lock."""
+        busy = self.pending or self.direct or self.running or self.lock.locked()
+        return not busy and time.monotonic() - self.company_at >= COMPANY_S
+
+    def add(self, call: Call) -> None:
+        """Queue `call` for the worker. Caller holds the batcher's lock."""
+        if self.direct or self.running:
+            self.company_at = time.monotonic()
+        self.pending.append(call)
+        if not self.worker:
+            self.worker = True
+            threading.Thread(target=self._serve, name="batch", daemon=True).start()
+        self.wake.notify()
 
     def _serve(self) -> None:
         while True:
             with self.wake:
                 if not self.wake.wait_for(lambda: self.pending, timeout=IDLE_S):
-                    del self.batcher._lines[self.key]  # under the batcher's lock: no call is adding
+                    self.worker = False
+                    if not self.direct:  # under the batcher's lock: no call is adding
+                        del self.batcher._lines[self.key]
                     return
                 if len(self.pending) > 1 or time.monotonic() - self.company_at < COMPANY_S:
                     self.wake.wait_for(lambda: len(self.pending) >= self.most, timeout=self.batcher.window_s)
             with self.lock:  # calls arriving while the model is busy join this batch
                 with self.wake:
                     batch, self.pending = self.pending[: self.most], self.pending[self.most :]
+                    self.running = True
                     if len(batch) > 1 or self.pending:
                         self.company_at = time.monotonic()
-                self._run(batch)
+                try:
+                    self.run_batch(batch)
+                finally:
+                    with self.wake:
+                        self.running = False
 
-    def _run(self, batch: list[Call]) -> None:
+    def run_batch(self, batch: list[Call]) -> None:
+        """The calls of `batch` not stopped yet, as one batch; every call is done after."""
         live = [c for c in batch if not c.stopped]
         try:
             for c in live:
