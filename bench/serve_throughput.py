@@ -39,6 +39,7 @@ import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -192,7 +193,9 @@ def health_ms(url: str, n: int) -> float:
     return round(statistics.median(times) * 1000, 2)
 
 
-def batching_table(work: Path, models: Path, image: bytes, clients: list[int], calls: int) -> dict:
+def batching_table(
+    work: Path, models: Path, image: bytes, clients: list[int], calls: int, lone: int = 30
+) -> dict:
     """Concurrent same-model calls through the uvicorn app, batching off and on: per task and
     number of clients, requests/s and p95 (closed loop: each client calls again once answered)."""
     from serve_support import models_folder, protocol_server
@@ -224,18 +227,33 @@ def batching_table(work: Path, models: Path, image: bytes, clients: list[int], c
             for mode, window in (("off", 0), ("on", WINDOW_S))
         }
         for task, (model, body, content_type) in tasks.items():
+            off, on = (f"{url}/models/{model}/pipeline/{task}" for url in urls.values())
+            table.setdefault(task, {})["lone"] = lone_p95(
+                partial(post, off, body, content_type), partial(post, on, body, content_type), lone
+            )
             for n in clients:
-                for url in urls.values():
-                    post(f"{url}/models/{model}/pipeline/{task}", body, content_type)  # load and warm
                 for mode, url in urls.items():
                     target = f"{url}/models/{model}/pipeline/{task}"
                     table.setdefault(task, {}).setdefault(str(n), {})[mode] = closed_loop(
                         lambda t=target, b=body, c=content_type: post(t, b, c), n, calls
                     )
     for rows in table.values():
-        for row in rows.values():
-            row["speedup"] = round(row["on"]["rps"] / row["off"]["rps"], 2)
+        for n in map(str, clients):
+            rows[n]["speedup"] = round(rows[n]["on"]["rps"] / rows[n]["off"]["rps"], 2)
     return table
+
+
+def lone_p95(off, on, n: int) -> dict[str, float]:
+    """One client, `n` calls to each server, alternately (the same load for both): p95 in ms."""
+    times: dict[str, list[float]] = {"off": [], "on": []}
+    off(), on()  # load and warm
+    for _ in range(n):
+        for mode, call in (("off", off), ("on", on)):
+            t0 = time.perf_counter()
+            call()
+            times[mode].append(time.perf_counter() - t0)
+    result = {f"{mode}_p95_ms": round(p95(t) * 1000, 1) for mode, t in times.items()}
+    return {**result, "ratio": round(result["on_p95_ms"] / result["off_p95_ms"], 2)}
 
 
 def closed_loop(call, clients: int, calls: int) -> dict[str, float]:

@@ -6,9 +6,10 @@ handlers.base.Batching) meet in one line. A call that finds its line quiet and t
 at once in its own thread, as if unbatched. Calls that arrive while the model is busy wait for the
 line's worker thread, which takes them as one batch once it holds the model; while calls keep
 company (a batch of more than one, or calls arriving during a run) it first waits up to the window
-for more. Each call is still its own: its caller waits on its own event and leaves at once when
-its stop is set (a call not started yet is left out of its batch; a started one's result is
-discarded), and it gets its own error.
+for more, and at most a quarter of its last run's time (a fast model waits less). Each call is
+still its own: its caller waits on its own event and leaves at once when its stop is set (a call
+not started yet is left out of its batch; a started one's result is discarded), and it gets its
+own error.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from .handlers.base import Outputs, Stopped
 
 WINDOW_S = 0.005  # how long a line under load waits for more calls before it runs
+WAIT_SHARE = 0.25  # ... and at most this share of its last run's time (a fast model waits less)
 COMPANY_S = 1.0  # a line had company this recently: the next batch waits the window
 IDLE_S = 2.0  # a line's worker ends after this long without calls
 POLL_S = 0.02  # how often a waiting caller looks at its stop signal
@@ -109,6 +111,7 @@ class _Line:
         self.direct = False  # a call runs alone in its caller's thread
         self.running = False  # the worker runs a batch
         self.worker = False  # the worker thread is there
+        self.last_run_s = 0.0  # how long the last batch (or lone call) took
 
     def quiet(self) -> bool:
         """No call waits or runs, none did together lately, and the model is free (not busy with
@@ -135,7 +138,8 @@ class _Line:
                         del self.batcher._lines[self.key]
                     return
                 if len(self.pending) > 1 or time.monotonic() - self.company_at < COMPANY_S:
-                    self.wake.wait_for(lambda: len(self.pending) >= self.most, timeout=self.batcher.window_s)
+                    wait = min(self.batcher.window_s, WAIT_SHARE * self.last_run_s)
+                    self.wake.wait_for(lambda: len(self.pending) >= self.most, timeout=wait)
             with self.lock:  # calls arriving while the model is busy join this batch
                 with self.wake:
                     batch, self.pending = self.pending[: self.most], self.pending[self.most :]
@@ -151,11 +155,13 @@ class _Line:
     def run_batch(self, batch: list[Call]) -> None:
         """The calls of `batch` not stopped yet, as one batch; every call is done after."""
         live = [c for c in batch if not c.stopped]
+        started = time.monotonic()
         try:
             for c in live:
                 c.batch_size = len(live)
             if live:
                 self.run(live)
+                self.last_run_s = time.monotonic() - started
         except BaseException as exc:  # a bug in run itself: every call hears it, the line goes on
             for c in live:
                 c.error = c.error or exc
