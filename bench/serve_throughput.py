@@ -115,7 +115,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a killed run still stops its Ray cluster
 
     import torch
-    from serve_support import RayCluster, free_port, models_folder, protocol_server, ray_config
+    from serve_support import models_folder, protocol_server
     from tiny_vision import build_sd, build_vit_classifier, draw_photo
 
     from models_local import Runtime
@@ -161,32 +161,39 @@ def main() -> None:
         hop["uvicorn"] = paired(classify_here, lambda: post(classify, image, "image/png"), args.hop_calls)
         hop["uvicorn_health_ms"] = health_ms(url, args.hop_calls)
 
-    # ---- Ray Serve: one diffusion runner replica, then two -------------------------------------------
-    if not args.no_ray:
-        cluster = RayCluster(work, cpus=os.cpu_count() or 2)
-        try:
-            port = free_port()  # Serve's HTTP options are fixed once it runs: the same for both deploys
-            for replicas in (1,) if args.hop_only else (1, 2):
-                config = ray_config(models, port, replicas={"heavy": replicas, "light": 1})
-                for d in config["applications"][0]["deployments"]:  # 2 heavy replicas fit 2 CPUs
-                    d["ray_actor_options"]["num_cpus"] = 0.9 if d["name"] == "heavy" else 0.1
-                url = cluster.deploy(config)  # the second time, Serve updates the running app in place
-                draw_url = f"{url}/models/tiny/sd/pipeline/text-to-image"
-                _until_replicas(url, draw_url, prompt, replicas)
-                if args.hop_only:
-                    break
-                results[f"ray_{replicas}_replica"] = burst(
-                    lambda i, u=draw_url: post(u, prompt, "application/json"), args.requests
-                )
-            classify = f"{url}/models/tiny/vit/pipeline/image-classification"
-            hop["ray_serve"] = paired(
-                classify_here, lambda: post(classify, image, "image/png"), args.hop_calls
-            )
-            hop["ray_serve_health_ms"] = health_ms(url, args.hop_calls)  # the proxy and ingress only
-        finally:
-            cluster.stop()
+    if not args.no_ray:  # Ray Serve: one diffusion runner replica, then two
+        ray_serve(args, work, models, prompt, image, classify_here, results, hop)
     results["warm_call_hop"] = hop
     print(json.dumps(results, indent=2))
+
+
+def ray_serve(
+    args, work: Path, models: Path, prompt: bytes, image: bytes, classify_here, results, hop
+) -> None:
+    """Throughput with one and two diffusion runner replicas (one deploy with --hop-only), then the
+    warm-call hop through Ray Serve; into `results` and `hop`."""
+    from serve_support import RayCluster, free_port, ray_config
+
+    cluster = RayCluster(work, cpus=os.cpu_count() or 2)
+    try:
+        port = free_port()  # Serve's HTTP options are fixed once it runs: the same for both deploys
+        for replicas in (1,) if args.hop_only else (1, 2):
+            config = ray_config(models, port, replicas={"heavy": replicas, "light": 1})
+            for d in config["applications"][0]["deployments"]:  # 2 heavy replicas fit 2 CPUs
+                d["ray_actor_options"]["num_cpus"] = 0.9 if d["name"] == "heavy" else 0.1
+            url = cluster.deploy(config)  # the second time, Serve updates the running app in place
+            draw_url = f"{url}/models/tiny/sd/pipeline/text-to-image"
+            _until_replicas(url, draw_url, prompt, replicas)
+            if args.hop_only:
+                break
+            results[f"ray_{replicas}_replica"] = burst(
+                lambda i, u=draw_url: post(u, prompt, "application/json"), args.requests
+            )
+        classify = f"{url}/models/tiny/vit/pipeline/image-classification"
+        hop["ray_serve"] = paired(classify_here, lambda: post(classify, image, "image/png"), args.hop_calls)
+        hop["ray_serve_health_ms"] = health_ms(url, args.hop_calls)  # the proxy and ingress only
+    finally:
+        cluster.stop()
 
 
 def health_ms(url: str, n: int) -> float:
