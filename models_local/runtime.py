@@ -160,8 +160,8 @@ class Runtime:
                     span.set_attribute("batch_size", call.batch_size)
 
     def _run_batch(self, handler: Handler, obj: Any, calls: list[Call]) -> None:
-        """In the batch's worker, holding the model: the calls as one batch; when the batch fails,
-        each call alone, so that one bad input fails its own call only."""
+        """Holding the model (in the line's worker, or a lone call's own thread): the calls as one
+        batch; when the batch fails, each call alone, so that one bad input fails its own call only."""
         assert handler.batch is not None
         with LOAD_GATE.calling(self.device.dtype):
             if len(calls) > 1:
