@@ -58,18 +58,21 @@ class Batcher:
         self._lock = threading.Lock()
         self._lines: dict[Hashable, _Line] = {}
 
-    def call(self, key: Hashable, call: Call, *, lock: Any, run: RunBatch, most: int) -> int:
+    def call(
+        self, key: Hashable, call: Call, *, lock: Any, run: RunBatch, most: int, crowded: bool = False
+    ) -> int:
         """Run `call` in a batch of up to `most` calls with the same key, once `lock` (the model's)
-        is held; returns the batch size, raises the call's error. `run` is the same for a key."""
+        is held; returns the batch size, raises the call's error. `run` is the same for a key.
+        `crowded`: other calls of the model are on their way (e.g. waiting for it to load)."""
         with self._lock:
             line = self._lines.get(key)
             if line is None:
                 line = self._lines[key] = _Line(self, key, lock, run, most)
-            alone = line.quiet()
+            alone = line.quiet() and not crowded
             if alone:
                 line.direct = True
             else:
-                line.add(call)
+                line.add(call, crowded)
         if alone:
             self._alone(line, call)
         else:
@@ -119,9 +122,9 @@ class _Line:
         busy = self.pending or self.direct or self.running or self.lock.locked()
         return not busy and time.monotonic() - self.company_at >= COMPANY_S
 
-    def add(self, call: Call) -> None:
+    def add(self, call: Call, crowded: bool) -> None:
         """Queue `call` for the worker. Caller holds the batcher's lock."""
-        if self.direct or self.running:
+        if self.direct or self.running or crowded:
             self.company_at = time.monotonic()
         self.pending.append(call)
         if not self.worker:
@@ -138,7 +141,9 @@ class _Line:
                         del self.batcher._lines[self.key]
                     return
                 if len(self.pending) > 1 or time.monotonic() - self.company_at < COMPANY_S:
-                    wait = min(self.batcher.window_s, WAIT_SHARE * self.last_run_s)
+                    wait = self.batcher.window_s
+                    if self.last_run_s:  # a fast model waits less
+                        wait = min(wait, WAIT_SHARE * self.last_run_s)
                     self.wake.wait_for(lambda: len(self.pending) >= self.most, timeout=wait)
             with self.lock:  # calls arriving while the model is busy join this batch
                 with self.wake:

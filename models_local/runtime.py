@@ -10,6 +10,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ class Runtime:
         self._count_lock = threading.Lock()
         self.loads = 0  # how many times a model was actually loaded (tests and benchmarks read it)
         self.batcher = Batcher(batch_window_s) if batch_window_s > 0 else None
+        self._in_flight: Counter[tuple[str, str]] = Counter()  # calls in run() by (task, model)
 
     # -- what is served --
     @property
@@ -117,6 +119,26 @@ class Runtime:
         `batched` is told how many calls ran together with this one (1: alone), once it has run."""
         if seed is not None:
             inputs = {**inputs, "seed": str(seed)}
+        with self._count_lock:
+            self._in_flight[task, model] += 1  # also while it waits for a load: a batch to be
+        try:
+            return self._run(task, model, inputs, out_dir, stop, progress, batched)
+        finally:
+            with self._count_lock:
+                self._in_flight[task, model] -= 1
+                if not self._in_flight[task, model]:
+                    del self._in_flight[task, model]
+
+    def _run(
+        self,
+        task: str,
+        model: str,
+        inputs: Mapping[str, str],
+        out_dir: str | Path,
+        stop: Any,
+        progress: hub.Progress | None,
+        batched: Callable[[int], None] | None,
+    ) -> list[dict]:
         try:
             handler = self.handler(task)
             entry = self._get(task, model, handler, progress)  # counted as a user of the entry
@@ -128,7 +150,9 @@ class Runtime:
             attributes = {"model": model, "task": task, "device": self.device.name}
             if handler.batch is not None and self.batcher is not None:
                 call = Call(dict(inputs), outputs)
-                self._batched(handler, entry, call, attributes)
+                with self._count_lock:
+                    crowded = self._in_flight[task, model] > 1
+                self._batched(handler, entry, call, attributes, crowded)
                 size = call.batch_size
             else:
                 with entry.call_lock, LOAD_GATE.calling(self.device.dtype):
@@ -142,8 +166,11 @@ class Runtime:
             batched(size)
         return outputs.artifacts
 
-    def _batched(self, handler: Handler, entry: Entry, call: Call, attributes: dict[str, Any]) -> None:
-        """`call` in a batch with the concurrent calls of the same loaded model and arguments."""
+    def _batched(
+        self, handler: Handler, entry: Entry, call: Call, attributes: dict[str, Any], crowded: bool
+    ) -> None:
+        """`call` in a batch with the concurrent calls of the same loaded model and arguments;
+        `crowded`: other calls of the model are in run() (using it, or waiting for its load)."""
         batching = handler.batch
         assert batching is not None and self.batcher is not None
         with telemetry.span("run", attributes) as span:
@@ -154,6 +181,7 @@ class Runtime:
                     lock=entry.call_lock,
                     run=lambda calls: self._run_batch(handler, entry.obj, calls),
                     most=batching.most_for(entry.obj),
+                    crowded=crowded,
                 )
             finally:
                 if span is not None:

@@ -294,7 +294,7 @@ def test_a_runner_replica_batches_concurrent_calls_of_its_model(deployed, tmp_pa
 
     from models_local import Runtime
 
-    seeds, steps = list(range(20, 28)), 12  # a run long enough for the others to arrive meanwhile
+    seeds, steps = list(range(20, 28)), 40  # a run long enough for the others to arrive meanwhile
     got = draw_over_http(deployed.url, seeds, steps=steps)
     assert max(size for _, size in got.values()) > 1
     threads = torch.get_num_threads()
