@@ -25,10 +25,11 @@ threads suffered most from the load; Ray replicas run torch on 1 thread each), 1
   Ray, 2 replicas     2.97 req/s   p50 3.06 s   p95  5.02 s
   hop per warm call   uvicorn +2.2 ms, Ray Serve +24.6 ms (in-process call 7-11 ms)
 
-Batching (--batching-only --calls 6, OMP_NUM_THREADS=1, the machine loaded by other jobs: load
-average 8-17), requests/s on/off at 8 clients: text-to-image 2.84x, classification 2.58x,
-captioning 5.26x; at 16: 5.88x, 2.44x, 5.79x; a lone call's p95 on/off 0.85, 1.08, 0.91 (noise on
-this machine; the batcher itself adds about 9 us to a lone call).
+Batching (--batching-only --calls 6, OMP_NUM_THREADS=1), requests/s on/off at 8 clients, on a
+quieter machine (load average 3.5): text-to-image 1.92x, classification 1.34x, captioning 4.15x;
+a lone call's p95 on/off 0.99, 1.00, 0.99. Loaded by other jobs (load 8-17), an earlier version
+measured 2.84x, 2.58x and 5.26x. The tiny Stable Diffusion itself draws 8 prompts in one batch
+2.4x faster than one by one on 1 thread here: that is the ceiling for text-to-image.
 Hop (--hop-only): GET /health through Ray Serve 7.6 ms against 0.6 ms through uvicorn; a warm
 classification +25.8 ms through Ray Serve, +6.6 ms through uvicorn.
 """
