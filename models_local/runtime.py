@@ -10,11 +10,13 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from . import hub, telemetry
+from .batching import WINDOW_S, Batcher, Call
 from .cache import Entry, ModelCache, ModelTooLarge
 from .device import default_budget, free_memory, is_gpu, pick_device
 from .gate import LOAD_GATE
@@ -45,13 +47,18 @@ class Runtime:
         memory_budget_bytes: int | None = None,
         device: str | None = None,
         handlers: Mapping[str, Handler] | None = None,
+        batch_window_s: float = WINDOW_S,
     ) -> None:
+        """`batch_window_s`: how long concurrent calls of a model under load wait for each other to
+        run as one batch (batching.py); 0 runs every call alone."""
         self.device = pick_device(device)
         budget = memory_budget_bytes if memory_budget_bytes is not None else default_budget(self.device)
         self.handlers = handlers if handlers is not None else HANDLERS
         self._cache = ModelCache(budget, lambda: free_memory(self.device))  # key: (loader, model)
         self._count_lock = threading.Lock()
         self.loads = 0  # how many times a model was actually loaded (tests and benchmarks read it)
+        self.batcher = Batcher(batch_window_s) if batch_window_s > 0 else None
+        self._in_flight: Counter[tuple[str, str]] = Counter()  # calls in run() by (task, model)
 
     # -- what is served --
     @property
@@ -101,14 +108,37 @@ class Runtime:
         stop: Any = None,
         seed: int | None = None,
         progress: hub.Progress | None = None,
+        batched: Callable[[int], None] | None = None,
     ) -> list[dict]:
         """`stop` (anything with is_set()) ends a long call between steps with Stopped. `progress`
         is told how a download goes and when the weights start loading (hub.Progress).
 
         `seed` makes a sampling model (diffusion, VITS, SpeechT5) repeat itself; it is the same as
-        an input "seed", which the handlers read (handlers.base.seeded, diffusion.seeded)."""
+        an input "seed", which the handlers read (handlers.base.seeded, diffusion.seeded).
+
+        `batched` is told how many calls ran together with this one (1: alone), once it has run."""
         if seed is not None:
             inputs = {**inputs, "seed": str(seed)}
+        with self._count_lock:
+            self._in_flight[task, model] += 1  # also while it waits for a load: a batch to be
+        try:
+            return self._run(task, model, inputs, out_dir, stop, progress, batched)
+        finally:
+            with self._count_lock:
+                self._in_flight[task, model] -= 1
+                if not self._in_flight[task, model]:
+                    del self._in_flight[task, model]
+
+    def _run(
+        self,
+        task: str,
+        model: str,
+        inputs: Mapping[str, str],
+        out_dir: str | Path,
+        stop: Any,
+        progress: hub.Progress | None,
+        batched: Callable[[int], None] | None,
+    ) -> list[dict]:
         try:
             handler = self.handler(task)
             entry = self._get(task, model, handler, progress)  # counted as a user of the entry
@@ -117,15 +147,70 @@ class Runtime:
             raise
         try:
             outputs = Outputs(Path(out_dir).resolve(), stop=stop)
-            with entry.call_lock, LOAD_GATE.calling(self.device.dtype):
-                outputs.check_stop()  # stopped while waiting for the model: do not start
-                with telemetry.span(
-                    "run", {"hugginggpt.expert.task": task, "hugginggpt.expert.device": self.device.name}
-                ):
-                    handler.call(entry.obj, dict(inputs), outputs)
+            attributes = {"hugginggpt.expert.task": task, "hugginggpt.expert.device": self.device.name}
+            if handler.batch is not None and self.batcher is not None:
+                call = Call(dict(inputs), outputs)
+                with self._count_lock:
+                    crowded = self._in_flight[task, model] > 1
+                self._batched(handler, entry, call, attributes, crowded)
+                size = call.batch_size
+            else:
+                with entry.call_lock, LOAD_GATE.calling(self.device.dtype):
+                    outputs.check_stop()  # stopped while waiting for the model: do not start
+                    with telemetry.span("run", {**attributes, "hugginggpt.expert.batch_size": 1}):
+                        handler.call(entry.obj, dict(inputs), outputs)
+                size = 1
         finally:
             self._cache.release(entry)
+        if batched is not None:
+            batched(size)
         return outputs.artifacts
+
+    def _batched(
+        self, handler: Handler, entry: Entry, call: Call, attributes: dict[str, Any], crowded: bool
+    ) -> None:
+        """`call` in a batch with the concurrent calls of the same loaded model and arguments;
+        `crowded`: other calls of the model are in run() (using it, or waiting for its load)."""
+        batching = handler.batch
+        assert batching is not None and self.batcher is not None
+        with telemetry.span("run", attributes) as span:
+            try:
+                self.batcher.call(
+                    (id(entry), batching.key(call.inputs)),
+                    call,
+                    lock=entry.call_lock,
+                    run=lambda calls: self._run_batch(handler, entry.obj, calls),
+                    most=batching.most_for(entry.obj),
+                    crowded=crowded,
+                )
+            finally:
+                if span is not None:
+                    span.set_attribute("hugginggpt.expert.batch_size", call.batch_size)
+
+    def _run_batch(self, handler: Handler, obj: Any, calls: list[Call]) -> None:
+        """Holding the model (in the line's worker, or a lone call's own thread): the calls as one
+        batch; when the batch fails, each call alone, so that one bad input fails its own call only."""
+        assert handler.batch is not None
+        with LOAD_GATE.calling(self.device.dtype):
+            if len(calls) > 1:
+                try:
+                    handler.batch.call(obj, [c.inputs for c in calls], [c.outputs for c in calls])
+                    return
+                except Exception as exc:  # Stopped too: every member was stopped, each hears it below
+                    log.info(
+                        "a batch of %d failed (%s: %s); running its calls one by one",
+                        len(calls),
+                        type(exc).__name__,
+                        exc,
+                    )
+            for c in calls:
+                c.outputs.artifacts.clear()  # what the failed batch wrote is not this call's answer
+                c.batch_size = 1
+                try:
+                    c.outputs.check_stop()
+                    handler.call(obj, dict(c.inputs), c.outputs)
+                except Exception as exc:
+                    c.error = exc
 
     def warm(self, task: str, model: str) -> None:
         """Load `model` for `task` now, as its first call would (the cache may evict others to

@@ -284,3 +284,26 @@ def test_a_replica_killed_mid_request_is_replaced_and_the_next_request_works(dep
         (r for r in deployed.listing()["resident"] if r["id"] == "tiny/sd"), key=lambda r: r["reported_s_ago"]
     )
     assert latest["replica"] != holder  # answered by another replica, or by the one Serve started instead
+
+
+def test_a_runner_replica_batches_concurrent_calls_of_its_model(deployed, tmp_path):
+    """Eight visitors draw at once: the heavy replicas run them in batches (the runtime's batcher
+    behind each runner), and each image is the one its seed draws alone in-process."""
+    import torch
+    from test_serve_batching import draw_over_http, pixels
+
+    from models_local import Runtime
+
+    seeds, steps = list(range(20, 28)), 40  # a run long enough for the others to arrive meanwhile
+    got = draw_over_http(deployed.url, seeds, steps=steps)
+    assert max(size for _, size in got.values()) > 1
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in a replica
+    try:
+        alone, sd = Runtime(device="cpu", batch_window_s=0), str(deployed.models / "tiny/sd")
+        for seed in seeds:
+            inputs = {"text": f"cat {seed}", "steps": str(steps)}
+            expected = pixels(alone.run("text-to-image", sd, inputs, tmp_path, seed=seed))
+            assert np.abs(got[seed][0] - expected).max() <= 2
+    finally:
+        torch.set_num_threads(threads)

@@ -31,6 +31,25 @@ class Device:
 
 
 @dataclass(frozen=True)
+class Batching:
+    """How a handler runs several calls of one model at once (models_local/batching.py)."""
+
+    # (loaded object, each call's inputs, each call's outputs) -> None, as Handler.call for many
+    call: Callable[[Any, list[dict[str, str]], list[Outputs]], None]
+    # inputs that each call brings of its own (a prompt, an image, a seed); calls whose other
+    # inputs (steps, a threshold, ...) are all equal may share a batch
+    own: frozenset[str]
+    # the most calls in one batch: a number, or one worked out from the loaded object (its size)
+    most: int | Callable[[Any], int] = 8
+
+    def key(self, inputs: dict[str, str]) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted((k, v) for k, v in inputs.items() if k not in self.own))
+
+    def most_for(self, obj: Any) -> int:
+        return self.most if isinstance(self.most, int) else self.most(obj)
+
+
+@dataclass(frozen=True)
 class Handler:
     # (source: hub id or local folder, device) -> the loaded object (a pipeline, or a bundle of
     # model + processor); it is cached by the runtime, keyed by (loader function, source).
@@ -38,6 +57,7 @@ class Handler:
     # (loaded object, inputs by argument name, outputs) -> None; writes artifacts into `outputs`.
     call: Callable[[Any, dict[str, str], Outputs], None]
     library: str = "transformers"
+    batch: Batching | None = None  # None: each call runs alone
 
 
 @dataclass
@@ -87,6 +107,27 @@ class Outputs:
     def data(self, value: Any) -> None:
         json.dumps(value)  # fail here, not later, when a value is not JSON-serialisable
         self.artifacts.append({"kind": "data", "value": value})
+
+
+@dataclass(frozen=True)
+class Everyone:
+    """The stop of a batch: it stops a long run only once every member's stop is set (a member
+    stopped alone has its result discarded, models_local/batching.py)."""
+
+    members: list[Outputs]
+
+    @classmethod
+    def of(cls, members: list[Outputs]) -> Outputs:
+        """Outputs whose stop is the batch's, for the helpers that take one call's (stoppable(),
+        stopping_criteria()); it collects nothing."""
+        return Outputs(members[0].out_dir, stop=cls(members))
+
+    def is_set(self) -> bool:
+        return all(o.stop is not None and o.stop.is_set() for o in self.members)
+
+    def check_stop(self) -> None:
+        if self.is_set():
+            raise Stopped("stopped")
 
 
 _SEED_LOCK = threading.Lock()

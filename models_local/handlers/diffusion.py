@@ -13,12 +13,16 @@ import inspect
 from typing import Any
 
 from ..io import read_image
-from .base import Device, Handler, Outputs, RuntimeUnsupported
+from .base import Batching, Device, Everyone, Handler, Outputs, RuntimeUnsupported
 
 STEPS = 25  # denoising steps per image or video
 STRENGTH = 0.75  # image-to-image: how far from the input image the result may move
 VIDEO_FRAMES = 16
 VIDEO_FPS = 8
+# A batch of images holds at most this many pixels (eight SD 1.5 images; two SDXL ones): its
+# activations grow with it, on top of the weights the runtime's memory budget counts.
+BATCH_PIXELS = 8 * 512 * 512
+MAX_BATCH = 8
 
 
 def quiet() -> None:
@@ -81,6 +85,20 @@ def seeded(pipe: Any, inputs: dict[str, str]) -> dict[str, Any]:
     return {"generator": torch.Generator(device=device).manual_seed(int(seed))}
 
 
+def seeded_batch(pipe: Any, inputs: list[dict[str, str]]) -> dict[str, Any]:
+    """seeded() for a batch: a generator per image, so each image is the one its seed draws alone.
+    Members without a seed get a generator from a random seed; none when no member has one."""
+    if all(i.get("seed") is None for i in inputs) or "generator" not in call_params(pipe):
+        return {}
+    import random
+
+    import torch
+
+    device = pipe.device if pipe.device.type != "mps" else torch.device("cpu")
+    seeds = [int(i["seed"]) if i.get("seed") is not None else random.getrandbits(63) for i in inputs]
+    return {"generator": [torch.Generator(device=device).manual_seed(s) for s in seeds]}
+
+
 def stoppable(pipe: Any, out: Outputs) -> dict[str, Any]:
     """Call arguments that end a diffusion run between two steps once `out.stop` is set: a Stop
     frees the GPU and the model within one step, not after the whole run. Newer pipelines take
@@ -127,6 +145,22 @@ def _text_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
         **stoppable(pipe, out),
     )
     out.image(result.images[0])
+
+
+def _text_to_image_batch(pipe: Any, inputs: list[dict[str, str]], outs: list[Outputs]) -> None:
+    """Calls that share steps (and everything but the prompt and seed) as one pipeline call."""
+    result = pipe(
+        prompt=[i["text"] for i in inputs],
+        num_inference_steps=steps(inputs[0]),
+        **seeded_batch(pipe, inputs),
+        **stoppable(pipe, Everyone.of(outs)),
+    )
+    for out, image in zip(outs, result.images, strict=True):
+        out.image(image)
+
+
+def most_images(pipe: Any) -> int:
+    return max(1, min(MAX_BATCH, BATCH_PIXELS // default_side(pipe) ** 2))
 
 
 # ---- image-to-image -----------------------------------------------------------------------------
@@ -188,7 +222,12 @@ def _text_to_video(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
 
 
 HANDLERS = {
-    "text-to-image": Handler(_load_text_to_image, _text_to_image, library="diffusers"),
+    "text-to-image": Handler(
+        _load_text_to_image,
+        _text_to_image,
+        library="diffusers",
+        batch=Batching(_text_to_image_batch, frozenset({"text", "seed"}), most_images),
+    ),
     "image-to-image": Handler(_load_image_to_image, _image_to_image, library="diffusers"),
     "text-to-video": Handler(_load_text_to_video, _text_to_video, library="diffusers"),
 }

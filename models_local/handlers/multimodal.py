@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..io import read_image
-from .base import Device, Handler, Outputs, RuntimeUnsupported, stopping_criteria
+from .base import Batching, Device, Everyone, Handler, Outputs, RuntimeUnsupported, stopping_criteria
 from .bundle import tensors_to
 
 MAX_NEW_TOKENS = 48  # enough for a caption or a short answer
 CAPTION_PROMPT = "Describe this image in one sentence."
 OCR_MODELS = ("layoutlm", "layoutlmv2", "layoutlmv3")  # model_type values that need OCR input
+MAX_BATCH = 16  # pictures captioned at once
 
 
 @dataclass
@@ -137,6 +138,24 @@ def _caption(vl: VisionLanguage, inputs: dict[str, str], out: Outputs) -> None:
     out.text(caption or "(the model returned an empty caption)")
 
 
+def _caption_batch(vl: VisionLanguage, inputs: list[dict[str, str]], outs: list[Outputs]) -> None:
+    """Plain captioners (BLIP, GIT, ViT-GPT2: no prompt, so no padding) caption the pictures in one
+    generate(); chat and Donut models, whose prompts differ in length, caption one by one."""
+    import torch
+
+    if vl.kind != "generate":
+        for i, out in zip(inputs, outs, strict=True):
+            _caption(vl, i, out)
+        return
+    enc = tensors_to(
+        vl.processor(images=[read_image(i["image"]) for i in inputs], return_tensors="pt"), vl.device
+    )
+    with torch.inference_mode():
+        ids = vl.model.generate(**enc, max_new_tokens=MAX_NEW_TOKENS, **stopping_criteria(Everyone.of(outs)))
+    for caption, out in zip(vl.tokenizer.batch_decode(ids, skip_special_tokens=True), outs, strict=True):
+        out.text(" ".join(caption.split()) or "(the model returned an empty caption)")
+
+
 def _answer(vl: VisionLanguage, inputs: dict[str, str], out: Outputs) -> None:
     answer, candidates = ask(vl, read_image(inputs["image"]), inputs["text"], out)
     out.text(answer or "(no answer)")
@@ -149,7 +168,11 @@ def _loader(task: str):
 
 
 HANDLERS = {
-    "image-to-text": Handler(_loader("image-to-text"), _caption),
+    "image-to-text": Handler(
+        _loader("image-to-text"),
+        _caption,
+        batch=Batching(_caption_batch, frozenset({"image"}), MAX_BATCH),
+    ),
     "visual-question-answering": Handler(_loader("visual-question-answering"), _answer),
     "document-question-answering": Handler(_loader("document-question-answering"), _answer),
 }

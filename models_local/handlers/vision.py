@@ -13,11 +13,12 @@ import colorsys
 from typing import Any
 
 from ..io import read_image
-from .base import Device, Handler, Outputs
+from .base import Batching, Device, Handler, Outputs
 
 # Detections below this score are dropped; an input named "threshold" overrides it per call.
 DETECTION_THRESHOLD = 0.5
 TOP_K = 5  # classification labels reported
+MAX_BATCH = 16  # pictures classified or searched for objects at once (a pipeline call takes a list)
 
 
 def load_pipeline(task: str, source: str, device: Device) -> Any:
@@ -43,12 +44,30 @@ def palette(n: int) -> list[tuple[int, int, int]]:
 # ---- object detection ---------------------------------------------------------------------------
 
 
+def _threshold(inputs: dict[str, str]) -> float:
+    return float(inputs.get("threshold", DETECTION_THRESHOLD))
+
+
 def _detect(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
+    image = read_image(inputs["image"])
+    _draw_objects(image, pipe(image, threshold=_threshold(inputs)), _threshold(inputs), out)
+
+
+def _detect_batch(pipe: Any, inputs: list[dict[str, str]], outs: list[Outputs]) -> None:
+    """Pictures that share a threshold, in one pipeline call: one forward pass when they have one
+    size (detectors take each picture at its own size, and padding would change their boxes)."""
+    images = [read_image(i["image"]) for i in inputs]
+    threshold = _threshold(inputs[0])
+    together = len(images) if len({im.size for im in images}) == 1 else 1
+    found_all = pipe(images, threshold=threshold, batch_size=together)
+    for image, found, out in zip(images, found_all, outs, strict=True):
+        _draw_objects(image, found, threshold, out)
+
+
+def _draw_objects(image: Any, found: list[dict[str, Any]], threshold: float, out: Outputs) -> None:
     from PIL import ImageDraw
 
-    image = read_image(inputs["image"])
-    threshold = float(inputs.get("threshold", DETECTION_THRESHOLD))
-    found = sorted(pipe(image, threshold=threshold), key=lambda f: -f["score"])
+    found = sorted(found, key=lambda f: -f["score"])
     objects = [
         {
             "label": f["label"],
@@ -92,8 +111,17 @@ def _count_summary(labels: list[str], noun: str) -> str:
 
 
 def _classify(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
-    image = read_image(inputs["image"])
-    found = pipe(image, top_k=TOP_K)
+    _report_labels(pipe(read_image(inputs["image"]), top_k=TOP_K), out)
+
+
+def _classify_batch(pipe: Any, inputs: list[dict[str, str]], outs: list[Outputs]) -> None:
+    images = [read_image(i["image"]) for i in inputs]
+    # batch_size: without it a pipeline given a list still runs the pictures one by one
+    for found, out in zip(pipe(images, top_k=TOP_K, batch_size=len(images)), outs, strict=True):
+        _report_labels(found, out)
+
+
+def _report_labels(found: list[dict[str, Any]], out: Outputs) -> None:
     labels = [{"label": f["label"], "score": round(float(f["score"]), 4)} for f in found]
     out.text(", ".join(f"{x['label']} ({x['score']:.2f})" for x in labels))
     out.data(labels)
@@ -181,9 +209,14 @@ def _depth(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
     out.image(depth_image(depth_map(pipe, image)))
 
 
+_IMAGE = frozenset({"image"})  # what each call of a batch brings of its own
 HANDLERS = {
-    "object-detection": Handler(_loader("object-detection"), _detect),
-    "image-classification": Handler(_loader("image-classification"), _classify),
+    "object-detection": Handler(
+        _loader("object-detection"), _detect, batch=Batching(_detect_batch, _IMAGE, MAX_BATCH)
+    ),
+    "image-classification": Handler(
+        _loader("image-classification"), _classify, batch=Batching(_classify_batch, _IMAGE, MAX_BATCH)
+    ),
     "image-segmentation": Handler(_loader("image-segmentation"), _segment),
     "depth-estimation": Handler(_loader("depth-estimation"), _depth),
 }

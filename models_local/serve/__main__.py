@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..batching import WINDOW_S
 from .limits import BODY_SECONDS, MAX_AUDIO_SECONDS, MAX_CONNECTIONS, MAX_PIXELS
 from .settings import ServerSettings
 
@@ -61,6 +62,13 @@ def parser() -> argparse.ArgumentParser:
         metavar="ADDRESS",
         help="a proxy (address or network) whose X-Forwarded-For names the client; repeatable",
     )
+    p.add_argument(
+        "--batch-window-ms",
+        type=float,
+        default=WINDOW_S * 1000,
+        help="how long concurrent calls of a model wait for each other to run as one batch "
+        f"(default {WINDOW_S * 1000:g}; 0: every call alone)",
+    )
     return p
 
 
@@ -81,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                 "max_connections": args.max_connections,
                 "max_connections_per_client": args.max_connections_per_client,
                 "trusted_proxies": args.trusted_proxy,
+                "batch_window_ms": args.batch_window_ms,
             }
         )
     except ValueError as exc:

@@ -32,7 +32,7 @@ from ..handlers import HANDLERS
 from .fair import FairShare
 from .jobs import BAD_REQUEST, CLIENT_GONE, FAILED, UNSERVABLE, Job, Reply, execute
 from .limits import Limits, MediaRefused
-from .metrics import ServerMetrics
+from .metrics import BATCH_HEADER, ServerMetrics
 from .models import ModelTable, UnknownModel
 from .protocol import BadInput, decode, encode
 
@@ -201,18 +201,19 @@ def create_app(
             return error(413, str(exc))
         except TimeoutError:  # a client that stalls mid-body must not hold the connection
             return error(408, f"the request body did not arrive within {limits.body_seconds:g} s")
-        outputs = []
+        outputs, batch = [], 0
         for inputs, media in parsed.calls:
             job = Job(task, model_id, source, inputs, media, call_seed, telemetry.carrier(), time.time_ns())
             reply = await _run(backend, job, request)
             if not reply.ok:
                 return error(reply.status, reply.error)
             outputs.append(reply.outputs)
+            batch = max(batch, reply.batch_size)
         try:
             content_type, data = encode(task, outputs, chat=chat, model=model_id)
         except (ValueError, KeyError, TypeError) as exc:
             return error(FAILED, f"{model_id} ({task}): unexpected model output: {exc}")
-        return Response(data, media_type=content_type)
+        return Response(data, media_type=content_type, headers={BATCH_HEADER: str(batch)})
 
     return Starlette(
         routes=[

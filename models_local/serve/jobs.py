@@ -56,6 +56,7 @@ class Reply:
     error: str = ""
     replica: str = ""  # which runner answered (Ray Serve: the replica's actor name)
     resident: tuple[str, ...] = ()  # the models that runner holds now
+    batch_size: int = 0  # how many calls ran together with this one (models_local/batching.py)
 
     @property
     def ok(self) -> bool:
@@ -85,8 +86,11 @@ def _execute(runtime: Any, job: Job, stop: Any) -> Reply:
             path = folder / f"in-{name}{media.suffix}"
             path.write_bytes(media.data)
             inputs[name] = str(path)
+        sizes: list[int] = []
         try:
-            artifacts = runtime.run(job.task, job.source, inputs, folder / "out", stop=stop, seed=job.seed)
+            artifacts = runtime.run(
+                job.task, job.source, inputs, folder / "out", stop=stop, seed=job.seed, batched=sizes.append
+            )
         except Stopped:
             return failed(CLIENT_GONE, f"{job.model}: stopped, the client went away")
         except RuntimeUnsupported as exc:
@@ -105,4 +109,4 @@ def _execute(runtime: Any, job: Job, stop: Any) -> Reply:
                 outputs.append(Output(item["kind"], data=path.read_bytes(), suffix=path.suffix))
             else:
                 outputs.append(Output(item["kind"], value=item["value"]))
-        return Reply(outputs)
+        return Reply(outputs, batch_size=sizes[0] if sizes else 0)

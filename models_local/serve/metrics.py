@@ -1,6 +1,6 @@
 """Prometheus metrics of the expert server, at its GET /metrics: calls by task and status, their
-time, calls in flight, the models resident (and their bytes, where the backend knows them), and the
-process (process_*: CPU, memory, open files)."""
+time and batch sizes, calls in flight, the models resident (and their bytes, where the backend
+knows them), and the process (process_*: CPU, memory, open files)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from starlette.responses import Response
 
 # Model calls take 0.05 s to minutes: steps fine enough that a 12 s call reads ~12 s, not 20 s.
 _SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600)
+_SIZES = (1, 2, 4, 8, 16, 32)
+BATCH_HEADER = "x-batch-size"  # an answer's: how many calls its model ran together (0: not known)
 
 
 class ServerMetrics:
@@ -39,6 +41,13 @@ class ServerMetrics:
             self.seconds.labels(task)
             for status in ("200", "500", "503"):
                 self.calls.labels(task, status)
+        self.batch_size = Histogram(
+            "hugginggpt_expert_batch_size",
+            "Calls a model ran together with each answered call, by task",
+            ["task"],
+            buckets=_SIZES,
+            registry=r,
+        )
         self.in_flight = Gauge("hugginggpt_expert_calls_in_flight", "Calls being answered", registry=r)
         resident = Gauge(
             "hugginggpt_expert_models_resident", "Models resident on the server's runners", registry=r
@@ -58,6 +67,8 @@ class ServerMetrics:
             try:
                 response = await answer()
                 status = response.status_code
+                if int(response.headers.get(BATCH_HEADER, "0")) > 0:
+                    self.batch_size.labels(task).observe(int(response.headers[BATCH_HEADER]))
                 return response
             finally:
                 self.calls.labels(task, str(status)).inc()

@@ -23,6 +23,7 @@ import fnmatch
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -43,6 +44,7 @@ HEAVY_TASKS = (
     "conversational",
 )
 log = logging.getLogger("ray.serve")
+MAX_ONGOING = 8  # calls a runner replica takes at once (and so the largest batch it can make)
 DEFAULT_GROUPS: dict[str, dict[str, Any]] = {
     "heavy": {"tasks": list(HEAVY_TASKS), "max_models_per_replica": 1},
     "light": {"max_models_per_replica": 4},  # no tasks: every task no other group takes
@@ -108,6 +110,9 @@ class Runner:
         self.runtime = ServerSettings.from_mapping(settings).runtime(share=gpus if 0 < gpus < 1 else 1.0)
         self.replica = serve.get_replica_context().replica_id.to_full_id_str()
         self._sources: dict[str, str] = {}
+        # One thread per call the replica takes at once: concurrent calls of a model meet in the
+        # runtime's batcher (models_local/batching.py), which runs them as one batch.
+        self._pool = ThreadPoolExecutor(MAX_ONGOING, thread_name_prefix="runner")
 
     async def resident_model(self, model_id: str) -> _Resident:  # replaced per group, multiplexed
         return _Resident(self.runtime, self._sources[model_id])
@@ -116,7 +121,7 @@ class Runner:
         self._sources[job.model] = job.source
         await self.resident_model(serve.get_multiplexed_model_id() or job.model)
         stop = threading.Event()
-        future = asyncio.get_running_loop().run_in_executor(None, execute, self.runtime, job, stop)
+        future = asyncio.get_running_loop().run_in_executor(self._pool, execute, self.runtime, job, stop)
         try:
             reply = await future
         except asyncio.CancelledError:  # the client went: the call ends at its next step
@@ -134,7 +139,7 @@ def runner_deployment(group: Group) -> Any:
             return _Resident(self.runtime, self._sources[model_id])
 
     return serve.deployment(
-        GroupRunner, name=group.name, max_ongoing_requests=8, ray_actor_options={"num_cpus": 1}
+        GroupRunner, name=group.name, max_ongoing_requests=MAX_ONGOING, ray_actor_options={"num_cpus": 1}
     )
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ..batching import WINDOW_S
 from .fair import parse_networks
 from .limits import BODY_SECONDS, MAX_AUDIO_SECONDS, MAX_CONNECTIONS, MAX_PER_CLIENT, MAX_PIXELS, Limits
 from .models import ModelTable
@@ -23,6 +24,7 @@ class ServerSettings:
     max_audio_seconds: float = MAX_AUDIO_SECONDS  # a longer clip is refused: 413
     body_seconds: float = BODY_SECONDS  # a request body that takes longer is refused: 408
     max_connections: int = MAX_CONNECTIONS  # python -m models_local.serve: beyond it, 503 at once
+    batch_window_ms: float = WINDOW_S * 1000  # concurrent calls of a model wait this long to batch; 0: off
     max_connections_per_client: int = MAX_PER_CLIENT  # one client's share (0: a quarter); then 503
     trusted_proxies: tuple[str, ...] = ()  # proxies whose X-Forwarded-For names the client
 
@@ -43,6 +45,8 @@ class ServerSettings:
             raise ValueError("diffusion_steps must be at least 1")
         if min(settings.max_pixels, settings.max_audio_seconds, settings.body_seconds) <= 0:
             raise ValueError("max_pixels, max_audio_seconds and body_seconds must be more than 0")
+        if not 0 <= settings.batch_window_ms <= 1000:
+            raise ValueError("batch_window_ms must be between 0 (no batching) and 1000")
         if settings.max_connections < 1 or settings.max_connections_per_client < 0:
             raise ValueError("max_connections must be at least 1, max_connections_per_client not negative")
         return settings
@@ -74,4 +78,6 @@ class ServerSettings:
             budget = int(self.memory_gb * 2**30)
         elif share < 1.0:
             budget = int(default_budget(pick_device(self.device)) * share)
-        return Runtime(memory_budget_bytes=budget, device=self.device)
+        return Runtime(
+            memory_budget_bytes=budget, device=self.device, batch_window_s=self.batch_window_ms / 1000
+        )
