@@ -194,12 +194,16 @@ def test_hugginggpt_is_an_expert_of_another_hugginggpt(mcp_app, tmp_path):
     """Another instance adds this one's MCP door as tools and runs one of them as an expert."""
     from hugginggpt.catalog import load_catalog
     from hugginggpt.catalog.__main__ import main
-    from hugginggpt.endpoints import McpToolEndpoint
+    from hugginggpt.endpoints import Call, McpToolEndpoint
 
     out = tmp_path / "tools.jsonl"
     assert main(["add-mcp", mcp_url(mcp_app), "--tool", "image_classification", "--out", str(out)]) == 0
     (card,) = load_catalog([out], shipped=None)
     assert card.tool.media == (("image", "image"),)
     image = photo(tmp_path / "cat.png")
-    outputs = McpToolEndpoint(timeout=120).run(card.task, card, {"image": image}, tmp_path / "o")
+    outputs = (
+        McpToolEndpoint(timeout=120)
+        .run(card.task, card, {"image": image}, Call(out_dir=tmp_path / "o"))
+        .outputs
+    )
     assert any(a.kind == "text" and "tiny/vit" in a.value for a in outputs), outputs
