@@ -15,7 +15,14 @@ from PIL import Image
 
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
-from hugginggpt.endpoints import Call, EndpointError, HostedEndpoint, ModelUnavailable, build_endpoint
+from hugginggpt.endpoints import (
+    Call,
+    Credentials,
+    EndpointError,
+    HostedEndpoint,
+    ModelUnavailable,
+    build_endpoint,
+)
 from hugginggpt.tasks import TASKS
 
 
@@ -312,6 +319,20 @@ def test_token_goes_only_to_hugging_face(online, hf, monkeypatch, tmp_path):
     monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", hf.base)  # now it is the Hub
     fast(token="hf_argument").run("summarization", model, {"text": "a b"}, Call(out_dir=tmp_path))
     assert hf.calls("summarization")[-1].headers["authorization"] == "Bearer hf_argument"
+
+
+def test_a_visitors_token_in_the_call_pays_for_the_call_and_the_deadline_bounds_it(
+    online, hf, hf_is_the_hub, tmp_path
+):
+    hosted, model = fast(token="hf_server"), card(hf, "summarization")
+    visitor = Call(out_dir=tmp_path, credentials=Credentials(hf_token="hf_visitor\n"))
+    hosted.run("summarization", model, {"text": "a b"}, visitor)
+    assert hf.calls("summarization")[-1].headers["authorization"] == "Bearer hf_visitor"
+    hosted.run("summarization", model, {"text": "a b"}, Call(out_dir=tmp_path))
+    assert hf.calls("summarization")[-1].headers["authorization"] == "Bearer hf_server"
+    late = Call(out_dir=tmp_path, deadline=time.monotonic() + 3)
+    assert 2 < late.seconds_left(hosted.timeout) <= 3 < hosted.timeout
+    assert Call(out_dir=tmp_path).seconds_left(hosted.timeout) == hosted.timeout
 
 
 def test_build_endpoint_passes_settings_to_hosted(monkeypatch):

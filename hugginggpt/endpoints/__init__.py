@@ -3,6 +3,7 @@
 from .base import (
     CACHE,
     Call,
+    Credentials,
     Endpoint,
     EndpointError,
     Footprint,
@@ -57,6 +58,7 @@ def build_endpoint(
 __all__ = [
     "CACHE",
     "Call",
+    "Credentials",
     "Result",
     "Endpoint",
     "EndpointError",

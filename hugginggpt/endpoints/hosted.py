@@ -49,9 +49,7 @@ class HostedEndpoint(Endpoint):
         """`retries`: extra tries after a 503 (model loading) or 429 (rate limit), waiting
         `backoff` * 2**n seconds (or what the server asks, at most `max_wait`) in between.
         `providers`: where the provider mapping of a card without one is looked up."""
-        token = token if token is not None else os.environ.get("HF_TOKEN")
-        # A token pasted with its line ending (a .env file saved on Windows) is no valid header.
-        self.token = token.strip() or None if token else None
+        self.token = _clean(token if token is not None else os.environ.get("HF_TOKEN"))
         self.provider = provider or AUTO
         self.providers = providers or ProviderBook(self.token)
         self.timeout = timeout
@@ -93,12 +91,12 @@ class HostedEndpoint(Endpoint):
         cost = route.price_usd if route is not None else None
         return Footprint("hosted", size_bytes=model.size_bytes, cost_usd=cost)
 
-    def _route(self, model: ModelCard, op: TaskOp) -> tuple[str, str | None]:
+    def _route(self, model: ModelCard, op: TaskOp, token: str | None = None) -> tuple[str, str | None]:
         """The provider to call for a hub id, and why it cannot be served (None: it can, or the
-        Hub could not be asked, so the call decides)."""
+        Hub could not be asked, so the call decides). `token`: the caller's, else the server's."""
         from huggingface_hub import get_token
 
-        have_token = bool(self.token or get_token())
+        have_token = bool(token or self.token or get_token())
         if not have_token and self.provider not in (AUTO, NO_TOKEN_NEEDED):
             return self.provider, f"provider {self.provider} needs an HF token (HF_TOKEN), and none is set"
         served = self.providers.served(model)
@@ -109,17 +107,17 @@ class HostedEndpoint(Endpoint):
             return route.provider, None
         return self.provider, why_not(served, self.provider, op.hf_task, have_token=have_token)
 
-    def _client(self, model: ModelCard, provider: str) -> Any:
+    def _client(self, model: ModelCard, provider: str, token: str | None, timeout: float) -> Any:
         from huggingface_hub import InferenceClient
 
         transport.install()  # the token rule, even if somebody replaced huggingface_hub's client since
         if model.endpoint_url:
-            return InferenceClient(model=model.endpoint_url, token=self.token, timeout=self.timeout)
+            return InferenceClient(model=model.endpoint_url, token=token, timeout=timeout)
         return InferenceClient(
             model=model.id,
             provider=provider,  # type: ignore[arg-type]  # a Literal of the providers it knew when released
-            token=self.token,
-            timeout=self.timeout,
+            token=token,
+            timeout=timeout,
         )
 
     def run(
@@ -130,6 +128,8 @@ class HostedEndpoint(Endpoint):
         call: Call,
     ) -> Result:
         # `call.stop` ends the retries; an HTTP call in flight cannot be taken back (the time-out bounds it).
+        # A signed-in visitor's token pays for their calls; else the server's.
+        token = _clean(call.credentials.hf_token) or self.token
         op = self._op(task, model)
         if op is None:
             raise ModelUnavailable(f"{model.id}: hosted inference has no method for task {task!r}")
@@ -139,22 +139,30 @@ class HostedEndpoint(Endpoint):
             name = shorten(repr(model.id), 120)
             raise ModelUnavailable(f"{name} is not a Hugging Face model id: {problem}")
         else:
-            provider, refusal = self._route(model, op)
+            provider, refusal = self._route(model, op, token)
             where = f"{model.id} ({provider})"
             if refusal is not None:  # known before any request: the next candidate gets the turn
                 raise ModelUnavailable(f"{model.id}: {refusal}")
+        timeout = call.seconds_left(self.timeout)
         try:
-            result = self._call_with_retries(op, self._client(model, provider), inputs, where, call.stop)
+            client = self._client(model, provider, token, timeout)
+            result = self._call_with_retries(op, client, inputs, where, call.stop, timeout)
         except EndpointError as exc:  # messages reach the chat, traces and the LLM: never a token
-            raise type(exc)(_redact(str(exc), self.token)) from None
+            raise type(exc)(_redact(str(exc), token)) from None
         try:
             return Result(outputs=to_artifacts(op, result, inputs, call.out_dir, task), answered_by=self.name)
         except Exception as exc:
             message = f"{where}: unexpected output for {task}: {shorten(exc)}"
-            raise EndpointError(_redact(message, self.token)) from exc
+            raise EndpointError(_redact(message, token)) from exc
 
     def _call_with_retries(
-        self, op: TaskOp, client: Any, inputs: dict[str, Any], where: str, stop: StopSignal | None = None
+        self,
+        op: TaskOp,
+        client: Any,
+        inputs: dict[str, Any],
+        where: str,
+        stop: StopSignal | None = None,
+        timeout: float | None = None,
     ) -> Any:
         """The call, retried on 503/429. Failures are classified by exception type and HTTP status:
         401/403/404 (a missing, private or gated model: huggingface_hub's RepositoryNotFoundError
@@ -165,7 +173,8 @@ class HostedEndpoint(Endpoint):
             try:
                 return op.call(client, inputs)
             except InferenceTimeoutError:
-                raise EndpointError(f"{where}: no answer within {self.timeout:g} s (time-out)") from None
+                waited = timeout or self.timeout
+                raise EndpointError(f"{where}: no answer within {waited:g} s (time-out)") from None
             except OfflineModeIsEnabled:
                 raise ModelUnavailable(f"{where}: hosted inference is off (HF_HUB_OFFLINE is set)") from None
             except HfHubHTTPError as exc:
@@ -215,6 +224,11 @@ class HostedEndpoint(Endpoint):
 
 
 _SECRETS = (re.compile(r"(?i)\b(bearer\s+)\S+"), re.compile(r"\bhf_[A-Za-z0-9]{30,}"))
+
+
+def _clean(token: str | None) -> str | None:
+    """A token pasted with its line ending (a .env file saved on Windows) is no valid header."""
+    return token.strip() or None if token else None
 
 
 def _redact(message: str, token: str | None) -> str:
