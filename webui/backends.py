@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 
 from hugginggpt.config import Settings
-from hugginggpt.endpoints import Endpoint, LocalEndpoint, RoutedEndpoint, build_backends
+from hugginggpt.endpoints import Endpoint, LocalEndpoint, build_backends, build_endpoint
 from hugginggpt.factory import build_cache, build_llm
 from hugginggpt.llm import LLM, LLMError
 from hugginggpt.llm_local import LocalChatLLM
@@ -109,6 +109,5 @@ class Backends:
                 self._backends = build_backends(
                     hf_token=s.hf_token, provider=s.hf_provider, experts_url=s.experts_url
                 )
-        available = dict(self._backends)
-        available["local"] = on_gpu(available["local"], context)
-        return RoutedEndpoint(mode, available)
+        local = on_gpu(self._backends["local"], context)  # ZeroGPU lends its GPU per request
+        return build_endpoint(mode, backends={**self._backends, "local": local})
