@@ -15,9 +15,10 @@ import logging
 import os
 import re
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..catalog import ModelCard
+from ..catalog.card import ProviderRoute
 from ..model_ids import hub_id_problem
 from ..plain_errors import in_words
 from ..text import shorten
@@ -76,36 +77,31 @@ class HostedEndpoint(Endpoint):
             return op.by_url
         if model.path or hub_id_problem(model.id):  # a local folder, a URL: no hosted counterpart
             return False
-        return self._route(model, op)[1] is None
+        return self._route(model, op).refusal is None
 
     def footprint(self, model: ModelCard) -> Footprint:
         """Nothing on this machine; the cost of one call when the provider it goes to has a price."""
-        from huggingface_hub import get_token
-
         op = self._op(model.task, model)
-        served = self.providers.served(model) if op is not None and not model.endpoint_url else None
-        route = None
-        if op is not None and served is not None:
-            have_token = bool(self.token or get_token())
-            route = pick(served.routes, self.provider, op.hf_task, model.task, have_token=have_token)
+        route = self._route(model, op).route if op is not None and not model.endpoint_url else None
         cost = route.price_usd if route is not None else None
         return Footprint("hosted", size_bytes=model.size_bytes, cost_usd=cost)
 
-    def _route(self, model: ModelCard, op: TaskOp, token: str | None = None) -> tuple[str, str | None]:
-        """The provider to call for a hub id, and why it cannot be served (None: it can, or the
-        Hub could not be asked, so the call decides). `token`: the caller's, else the server's."""
+    def _route(self, model: ModelCard, op: TaskOp, token: str | None = None) -> Route:
+        """The one decision of where a hub id's call goes, which can_run, footprint and run read.
+        `token`: the caller's, else the server's."""
         from huggingface_hub import get_token
 
         have_token = bool(token or self.token or get_token())
         if not have_token and self.provider not in (AUTO, NO_TOKEN_NEEDED):
-            return self.provider, f"provider {self.provider} needs an HF token (HF_TOKEN), and none is set"
+            why = f"provider {self.provider} needs an HF token (HF_TOKEN), and none is set"
+            return Route(self.provider, None, why)
         served = self.providers.served(model)
-        if served is None:
-            return self.provider, None
+        if served is None:  # the Hub could not be asked: the call decides
+            return Route(self.provider, None, None)
         route = pick(served.routes, self.provider, op.hf_task, model.task, have_token=have_token)
         if route is not None:
-            return route.provider, None
-        return self.provider, why_not(served, self.provider, op.hf_task, have_token=have_token)
+            return Route(route.provider, route, None)
+        return Route(self.provider, None, why_not(served, self.provider, op.hf_task, have_token=have_token))
 
     def _client(self, model: ModelCard, provider: str, token: str | None, timeout: float) -> Any:
         from huggingface_hub import InferenceClient
@@ -139,7 +135,7 @@ class HostedEndpoint(Endpoint):
             name = shorten(repr(model.id), 120)
             raise ModelUnavailable(f"{name} is not a Hugging Face model id: {problem}")
         else:
-            provider, refusal = self._route(model, op, token)
+            provider, _, refusal = self._route(model, op, token)
             where = f"{model.id} ({provider})"
             if refusal is not None:  # known before any request: the next candidate gets the turn
                 raise ModelUnavailable(f"{model.id}: {refusal}")
@@ -224,6 +220,15 @@ class HostedEndpoint(Endpoint):
 
 
 _SECRETS = (re.compile(r"(?i)\b(bearer\s+)\S+"), re.compile(r"\bhf_[A-Za-z0-9]{30,}"))
+
+
+class Route(NamedTuple):
+    """Where a hub id's call goes: the provider, its Hub route (None: not known), and why the
+    model cannot be served (None: it can, or the Hub could not be asked, so the call decides)."""
+
+    provider: str
+    route: ProviderRoute | None
+    refusal: str | None
 
 
 def _clean(token: str | None) -> str | None:
