@@ -139,10 +139,9 @@ class HostedEndpoint(Endpoint):
             where = f"{model.id} ({provider})"
             if refusal is not None:  # known before any request: the next candidate gets the turn
                 raise ModelUnavailable(f"{model.id}: {refusal}")
-        timeout = call.seconds_left(self.timeout)
         try:
-            client = self._client(model, provider, token, timeout)
-            result = self._call_with_retries(op, client, inputs, where, call.stop, timeout)
+            client = self._client(model, provider, token, call.seconds_left(self.timeout))
+            result = self._call_with_retries(op, client, inputs, where, call.stop)
         except EndpointError as exc:  # messages reach the chat, traces and the LLM: never a token
             raise type(exc)(_redact(str(exc), token)) from None
         try:
@@ -152,13 +151,7 @@ class HostedEndpoint(Endpoint):
             raise EndpointError(_redact(message, token)) from exc
 
     def _call_with_retries(
-        self,
-        op: TaskOp,
-        client: Any,
-        inputs: dict[str, Any],
-        where: str,
-        stop: StopSignal | None = None,
-        timeout: float | None = None,
+        self, op: TaskOp, client: Any, inputs: dict[str, Any], where: str, stop: StopSignal | None = None
     ) -> Any:
         """The call, retried on 503/429. Failures are classified by exception type and HTTP status:
         401/403/404 (a missing, private or gated model: huggingface_hub's RepositoryNotFoundError
@@ -169,8 +162,7 @@ class HostedEndpoint(Endpoint):
             try:
                 return op.call(client, inputs)
             except InferenceTimeoutError:
-                waited = timeout or self.timeout
-                raise EndpointError(f"{where}: no answer within {waited:g} s (time-out)") from None
+                raise EndpointError(f"{where}: no answer within {client.timeout:g} s (time-out)") from None
             except OfflineModeIsEnabled:
                 raise ModelUnavailable(f"{where}: hosted inference is off (HF_HUB_OFFLINE is set)") from None
             except HfHubHTTPError as exc:
