@@ -11,7 +11,6 @@ from fakes.llm_server import FakeLLMServer, Reply
 
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import Catalog
-from hugginggpt.terminal import result_json
 from hugginggpt.config import Settings
 from hugginggpt.endpoints import Result
 from hugginggpt.events import Done, ErrorKind, Outcome, TaskSkipped
@@ -25,6 +24,7 @@ from hugginggpt.respond import missing_files
 from hugginggpt.selection import Choice
 from hugginggpt.steps import collect, drain
 from hugginggpt.task_graph import execute_steps
+from hugginggpt.terminal import result_json
 from hugginggpt.workspace import Workspace
 
 CATALOG = Catalog(cards(("tts", "text-to-speech", 10), ("sum", "summarization", 10)))
