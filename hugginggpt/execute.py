@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from . import tasks as task_types
 from .artifacts import Artifact, ArtifactKind
-from .endpoints import Call, Endpoint, EndpointError, Result
+from .endpoints import Call, Credentials, Endpoint, EndpointError, Result
 from .events import Event, TaskFailed, TaskFinished, TaskStarted
 from .plan import RESOURCE_REF, Task
 from .records import TaskRecord, TaskStatus
@@ -46,6 +46,7 @@ class RunContext:
     run_dir: Path
     settings: ExecutionSettings = field(default_factory=ExecutionSettings)
     cancelled: threading.Event = field(default_factory=threading.Event)
+    credentials: Credentials = Credentials()  # whom every call of the run is made for
 
 
 class Finished:
@@ -160,10 +161,17 @@ def _call_with_timeout(
     result: dict[str, Any] = {}
     timed_out = threading.Event()
     timeout = ctx.settings.task_timeout
+    deadline = time.monotonic() + timeout  # what an endpoint may wait for an answer (Call.seconds_left)
 
     def call() -> None:
         try:
-            call = Call(out_dir=out_dir, stop=_AnyOf(ctx.cancelled, timed_out), progress=report)
+            call = Call(
+                out_dir=out_dir,
+                stop=_AnyOf(ctx.cancelled, timed_out),
+                progress=report,
+                deadline=deadline,
+                credentials=ctx.credentials,
+            )
             result["result"] = ctx.endpoint.run(task, model, inputs, call)
         except EndpointError as e:
             result["error"] = e

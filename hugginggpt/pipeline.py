@@ -13,7 +13,7 @@ from . import journal, metrics, run_spans, telemetry
 from .cache import ResultCache
 from .catalog import Catalog
 from .config import Settings
-from .endpoints import Endpoint
+from .endpoints import Credentials, Endpoint
 from .estimate import Estimator
 from .events import Done, ErrorKind, Event, Outcome
 from .llm import LLM, Message
@@ -41,6 +41,7 @@ class Pipeline:
         settings: Settings | None = None,
         cache: ResultCache | None = None,
         cache_scope: str | None = None,
+        credentials: Credentials | None = None,
     ):
         self.llm = llm
         self.catalog = catalog
@@ -49,6 +50,7 @@ class Pipeline:
         self.cache = cache  # None: every task runs (factory.build_cache makes one from the settings)
         # Whose entries these runs share (e.g. an API caller's key); None: settings.cache_scope decides.
         self.cache_scope = cache_scope
+        self.credentials = credentials or Credentials()  # whom the model calls are made for
         self.estimator = Estimator(Path(self.settings.workdir) / ".estimates")  # learnt seconds, sizes
 
     def run(

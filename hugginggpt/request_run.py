@@ -328,6 +328,7 @@ class RequestRun:
             run_dir=self.workspace.run_dir(self.request_id),
             settings=execution_settings(self.s),
             cancelled=self.cancelled,
+            credentials=self.p.credentials,
         )
 
     def _respond_stage(self) -> Generator[Event, None, None]:

@@ -12,7 +12,7 @@ from . import urlguard
 from .cache import ResultCache
 from .catalog import Catalog
 from .config import Settings
-from .endpoints import Endpoint
+from .endpoints import Credentials, Endpoint
 from .estimate import Estimator
 from .execute import ExecutionSettings
 from .llm import LLM
@@ -30,6 +30,7 @@ class RunParts(Protocol):
     settings: Settings
     cache: ResultCache | None
     cache_scope: str | None
+    credentials: Credentials
     estimator: Estimator
 
     def check_plan(self, plan: Plan, workspace: Workspace) -> list[str]: ...

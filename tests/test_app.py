@@ -668,7 +668,7 @@ def test_sign_in_with_hugging_face_uses_gradios_oauth_and_the_visitors_token(
     visitor's token is what their hosted calls carry; the server's own token stays for the others."""
     import gradio.oauth
 
-    from webui.backends import Backends
+    from webui.chat import ChatApp
 
     monkeypatch.setenv("HF_TOKEN", "hf_server_token")
     monkeypatch.setattr(
@@ -685,11 +685,13 @@ def test_sign_in_with_hugging_face_uses_gradios_oauth_and_the_visitors_token(
         chat_fn = next(f for f in demo.fns.values() if f.api_name == "chat")
         assert chat_fn.fn.__name__ == "respond_signed_in"
 
-    backends = Backends(Settings(hf_token="hf_server_token", inference="hosted"))
-    visitor = backends.endpoint_for("hosted", hf_token="hf_visitor_token")
-    anonymous = backends.endpoint_for("hosted")
-    assert [b.token for b in visitor.backends] == ["hf_visitor_token"]
-    assert [b.token for b in anonymous.backends] == ["hf_server_token"]
+    # One shared endpoint; the visitor's token travels with the run's calls (Call.credentials).
+    host = ChatApp(settings, catalog=FAKE_CATALOG).host
+    visitor = host.pipeline(settings, caller="v", hf_token="hf_visitor_token")
+    anonymous = host.pipeline(settings, caller="a")
+    assert visitor.credentials.hf_token == "hf_visitor_token" and anonymous.credentials.hf_token is None
+    shared = host.backends._backends or {}
+    assert shared["hosted"].token == "hf_server_token"  # type: ignore[attr-defined]  # one for all
 
 
 def test_refused_catalog_entries_show_in_the_status_line(tmp_path):

@@ -15,7 +15,14 @@ from PIL import Image
 
 from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
-from hugginggpt.endpoints import Call, EndpointError, HostedEndpoint, ModelUnavailable, build_endpoint
+from hugginggpt.endpoints import (
+    Call,
+    Credentials,
+    EndpointError,
+    HostedEndpoint,
+    ModelUnavailable,
+    build_endpoint,
+)
 from hugginggpt.tasks import TASKS
 
 
@@ -312,6 +319,22 @@ def test_token_goes_only_to_hugging_face(online, hf, monkeypatch, tmp_path):
     monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", hf.base)  # now it is the Hub
     fast(token="hf_argument").run("summarization", model, {"text": "a b"}, Call(out_dir=tmp_path))
     assert hf.calls("summarization")[-1].headers["authorization"] == "Bearer hf_argument"
+
+
+def test_a_visitors_token_in_the_call_pays_for_the_call_and_the_deadline_bounds_it(
+    online, hf, hf_is_the_hub, tmp_path
+):
+    hosted, model = fast(token="hf_server"), card(hf, "summarization")
+    visitor = Call(out_dir=tmp_path, credentials=Credentials(hf_token="hf_visitor\n"))
+    hosted.run("summarization", model, {"text": "a b"}, visitor)
+    assert hf.calls("summarization")[-1].headers["authorization"] == "Bearer hf_visitor"
+    hosted.run("summarization", model, {"text": "a b"}, Call(out_dir=tmp_path))
+    assert hf.calls("summarization")[-1].headers["authorization"] == "Bearer hf_server"
+    hf.fail("summarization", Fault(200, delay=3.0))  # the task's deadline, not the endpoint's 5 s
+    start, near = time.monotonic(), Call(out_dir=tmp_path, deadline=time.monotonic() + 0.5)
+    with pytest.raises(EndpointError, match=r"within 0.\d+ s \(time-out\)"):
+        hosted.run("summarization", model, {"text": "a b"}, near)
+    assert time.monotonic() - start < 2.5
 
 
 def test_build_endpoint_passes_settings_to_hosted(monkeypatch):

@@ -15,7 +15,7 @@ from hugginggpt.catalog import load_catalog
 from hugginggpt.catalog.__main__ import main
 from hugginggpt.catalog.tools import fingerprint
 from hugginggpt.endpoints import McpToolEndpoint, SpaceEndpoint
-from hugginggpt.endpoints.base import Call, EndpointError, Stopped
+from hugginggpt.endpoints.base import Call, Credentials, EndpointError, Stopped
 from hugginggpt.endpoints.mcp_loop import TimedOut
 from hugginggpt.endpoints.mcp_tool import ToolChanged, credentials
 
@@ -95,8 +95,9 @@ def test_no_hf_token_to_a_space_off_hugging_face_and_the_visitors_ip_token_forwa
 ):
     monkeypatch.setenv("HF_TOKEN", "hf_SavedLoginToken")  # gradio_client would send it by default
     card = added(tmp_path, "add-space", space_url, "--api", "headers")["headers"]
-    space = SpaceEndpoint(hf_token="hf_SettingsToken").for_visitor("visitor-ip-token")
-    (text,) = space.run("headers", card, {"text": "x"}, Call(out_dir=tmp_path / "out")).outputs
+    visitor = Credentials(ip_token="visitor-ip-token")
+    call = Call(out_dir=tmp_path / "out", credentials=visitor)
+    (text,) = SpaceEndpoint(hf_token="hf_SettingsToken").run("headers", card, {"text": "x"}, call).outputs
     seen = json.loads(text.value)
     assert "Token" not in text.value and not any("authorization" in k for k in seen)
     assert seen["x-ip-token"] == "visitor-ip-token"

@@ -157,17 +157,17 @@ def test_the_app_forwards_the_visitors_ip_token_to_space_tools():
     from gradio.context import LocalContext
 
     from hugginggpt.config import Settings
-    from webui.backends import Backends
+    from webui.chat import ChatApp
 
     def visitor_context(headers):
         LocalContext.request.set(SimpleNamespace(headers=headers))
         return contextvars.copy_context()
 
-    backends = Backends(Settings())
-    routed = backends.endpoint_for("local", contextvars.Context().run(visitor_context, {"x-ip-token": "t-1"}))
-    assert [getattr(t, "ip_token", None) for t in routed.tools] == ["t-1", None]
-    plain = backends.endpoint_for("local", contextvars.Context().run(visitor_context, {}))
-    assert [getattr(t, "ip_token", None) for t in plain.tools] == [None, None]
+    host = ChatApp(Settings()).host
+    context = contextvars.Context().run(visitor_context, {"x-ip-token": "t-1"})
+    assert host.pipeline(host.settings, caller="v", context=context).credentials.ip_token == "t-1"
+    plain = contextvars.Context().run(visitor_context, {})
+    assert host.pipeline(host.settings, caller="v", context=plain).credentials.ip_token is None
 
 
 def test_a_tools_own_task_type_must_be_spelt_as_plans_spell_them(tmp_path):

@@ -13,12 +13,12 @@ import threading
 from collections import OrderedDict
 
 from hugginggpt.config import Settings
-from hugginggpt.endpoints import Endpoint, LocalEndpoint, RoutedEndpoint, SpaceEndpoint, build_backends
+from hugginggpt.endpoints import Endpoint, LocalEndpoint, build_backends, build_endpoint
 from hugginggpt.factory import build_cache, build_llm
 from hugginggpt.llm import LLM, LLMError
 from hugginggpt.llm_local import LocalChatLLM
 
-from .gpu import on_gpu, visitor_ip_token, zerogpu_active
+from .gpu import on_gpu, zerogpu_active
 
 log = logging.getLogger(__name__)
 
@@ -98,11 +98,9 @@ class Backends:
                 self._clients.popitem(last=False)
         return client
 
-    def endpoint_for(
-        self, mode: str, context: contextvars.Context | None = None, *, hf_token: str | None = None
-    ) -> Endpoint:
+    def endpoint_for(self, mode: str, context: contextvars.Context | None = None) -> Endpoint:
         """The endpoint of inference `mode`; `context` is the Gradio request's (ZeroGPU reads it).
-        `hf_token`: a signed-in visitor's own token, which then pays for their hosted calls."""
+        Whom its calls are made for travels with each call (Call.credentials), not in the endpoint."""
         if self.endpoint is not None:
             return self.endpoint
         s = self.settings
@@ -111,11 +109,5 @@ class Backends:
                 self._backends = build_backends(
                     hf_token=s.hf_token, provider=s.hf_provider, experts_url=s.experts_url
                 )
-        available = dict(self._backends)
-        available["local"] = on_gpu(available["local"], context)
-        if hf_token:
-            available["hosted"] = build_backends(hf_token=hf_token, provider=s.hf_provider)["hosted"]
-        space, ip_token = available.get("space"), visitor_ip_token(context)
-        if ip_token and isinstance(space, SpaceEndpoint):
-            available["space"] = space.for_visitor(ip_token)
-        return RoutedEndpoint(mode, available)
+        local = on_gpu(self._backends["local"], context)  # ZeroGPU lends its GPU per request
+        return build_endpoint(mode, backends={**self._backends, "local": local})

@@ -20,7 +20,7 @@ from hugginggpt import metrics
 from hugginggpt.cache import ResultCache
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
-from hugginggpt.endpoints import Endpoint
+from hugginggpt.endpoints import Credentials, Endpoint
 from hugginggpt.factory import build_catalog
 from hugginggpt.llm import LLM
 from hugginggpt.pipeline import Pipeline
@@ -31,6 +31,7 @@ from .callers import Callers
 from .charged_llm import ChargedLLM
 from .conversation_store import ConversationStore, max_bytes, retention_hours, work_folder
 from .conversations import Conversation, ConversationTable
+from .gpu import visitor_ip_token
 from .review_form import draft_from_json
 from .session_settings import LLMChoice, merge_settings
 from .slots import RunSlots
@@ -153,10 +154,11 @@ class Host:
         return Pipeline(
             llm=llm,
             catalog=self.catalog,
-            endpoint=self.backends.endpoint_for(s.inference, context, hf_token=hf_token),
+            endpoint=self.backends.endpoint_for(s.inference, context),
             settings=s,
             cache=self.cache if cached else None,
             cache_scope=cache_scope,
+            credentials=Credentials(hf_token=hf_token, ip_token=visitor_ip_token(context)),
         )
 
     # ---- what the page says --------------------------------------------------------------------

@@ -1,8 +1,11 @@
 """Where models run. The pipeline talks to every endpoint through `Endpoint`."""
 
+from collections.abc import Mapping
+
 from .base import (
     CACHE,
     Call,
+    Credentials,
     Endpoint,
     EndpointError,
     Footprint,
@@ -48,15 +51,23 @@ def build_endpoint(
     provider: str | None = None,
     timeout: float = 120.0,
     experts_url: str | None = None,
+    backends: Mapping[str, Endpoint] | None = None,
 ) -> Endpoint:
-    """The endpoint for an inference mode (hugginggpt.modes): its backends, in its order."""
-    backends = build_backends(hf_token=hf_token, provider=provider, timeout=timeout, experts_url=experts_url)
+    """The endpoint for an inference mode (hugginggpt.modes): its backends, in its order. The one
+    place every caller (CLI, eval, app) gets its endpoint from; `backends`: ones already made (the
+    app shares them between visitors), else made from the other arguments. A run puts the result
+    cache and the observer around it (request_run); whom a call is for travels in its Call."""
+    if backends is None:
+        backends = build_backends(
+            hf_token=hf_token, provider=provider, timeout=timeout, experts_url=experts_url
+        )
     return RoutedEndpoint(mode, backends)
 
 
 __all__ = [
     "CACHE",
     "Call",
+    "Credentials",
     "Result",
     "Endpoint",
     "EndpointError",

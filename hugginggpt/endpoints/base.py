@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,15 +35,35 @@ class StopSignal(Protocol):
 ProgressReport = Callable[[str, int, int], None]
 
 
+@dataclass(frozen=True)
+class Credentials:
+    """Who a call is made for: a signed-in visitor's HF token (hosted calls then go on their bill,
+    else the server's token pays) and a ZeroGPU visitor's `x-ip-token` (forwarded to Spaces, so the
+    visitor's GPU quota is spent). Never logged: the repr hides them."""
+
+    hf_token: str | None = field(default=None, repr=False)
+    ip_token: str | None = field(default=None, repr=False)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Call:
     """What one call needs besides its task, model and inputs, passed whole through every wrapper
-    (cache, router, observer, ZeroGPU): where its files go, when to stop, whom to tell how the
-    model's download and load go (an endpoint that downloads or loads calls it)."""
+    (cache, router, observer, ZeroGPU): where its files go, when to stop, by when it must end,
+    whom it is made for, whom to tell how the model's download and load go (an endpoint that
+    downloads or loads calls it)."""
 
     out_dir: Path
     stop: StopSignal | None = None
     progress: ProgressReport | None = None
+    deadline: float | None = None  # time.monotonic() by which the task must be over; None: no limit
+    credentials: Credentials = Credentials()
+
+    def seconds_left(self, limit: float) -> float:
+        """The time an endpoint may wait for an answer: its own `limit`, cut to the call's deadline
+        (at least a moment, so that a late call still fails with a time-out, not a bad argument)."""
+        if self.deadline is None:
+            return limit
+        return max(0.1, min(limit, self.deadline - time.monotonic()))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,9 +15,10 @@ import logging
 import os
 import re
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..catalog import ModelCard
+from ..catalog.card import ProviderRoute
 from ..model_ids import hub_id_problem
 from ..plain_errors import in_words
 from ..text import shorten
@@ -49,9 +50,7 @@ class HostedEndpoint(Endpoint):
         """`retries`: extra tries after a 503 (model loading) or 429 (rate limit), waiting
         `backoff` * 2**n seconds (or what the server asks, at most `max_wait`) in between.
         `providers`: where the provider mapping of a card without one is looked up."""
-        token = token if token is not None else os.environ.get("HF_TOKEN")
-        # A token pasted with its line ending (a .env file saved on Windows) is no valid header.
-        self.token = token.strip() or None if token else None
+        self.token = _clean(token if token is not None else os.environ.get("HF_TOKEN"))
         self.provider = provider or AUTO
         self.providers = providers or ProviderBook(self.token)
         self.timeout = timeout
@@ -78,48 +77,43 @@ class HostedEndpoint(Endpoint):
             return op.by_url
         if model.path or hub_id_problem(model.id):  # a local folder, a URL: no hosted counterpart
             return False
-        return self._route(model, op)[1] is None
+        return self._route(model, op).refusal is None
 
     def footprint(self, model: ModelCard) -> Footprint:
         """Nothing on this machine; the cost of one call when the provider it goes to has a price."""
-        from huggingface_hub import get_token
-
         op = self._op(model.task, model)
-        served = self.providers.served(model) if op is not None and not model.endpoint_url else None
-        route = None
-        if op is not None and served is not None:
-            have_token = bool(self.token or get_token())
-            route = pick(served.routes, self.provider, op.hf_task, model.task, have_token=have_token)
+        route = self._route(model, op).route if op is not None and not model.endpoint_url else None
         cost = route.price_usd if route is not None else None
         return Footprint("hosted", size_bytes=model.size_bytes, cost_usd=cost)
 
-    def _route(self, model: ModelCard, op: TaskOp) -> tuple[str, str | None]:
-        """The provider to call for a hub id, and why it cannot be served (None: it can, or the
-        Hub could not be asked, so the call decides)."""
+    def _route(self, model: ModelCard, op: TaskOp, token: str | None = None) -> Route:
+        """The one decision of where a hub id's call goes, which can_run, footprint and run read.
+        `token`: the caller's, else the server's."""
         from huggingface_hub import get_token
 
-        have_token = bool(self.token or get_token())
+        have_token = bool(token or self.token or get_token())
         if not have_token and self.provider not in (AUTO, NO_TOKEN_NEEDED):
-            return self.provider, f"provider {self.provider} needs an HF token (HF_TOKEN), and none is set"
+            why = f"provider {self.provider} needs an HF token (HF_TOKEN), and none is set"
+            return Route(self.provider, None, why)
         served = self.providers.served(model)
-        if served is None:
-            return self.provider, None
+        if served is None:  # the Hub could not be asked: the call decides
+            return Route(self.provider, None, None)
         route = pick(served.routes, self.provider, op.hf_task, model.task, have_token=have_token)
         if route is not None:
-            return route.provider, None
-        return self.provider, why_not(served, self.provider, op.hf_task, have_token=have_token)
+            return Route(route.provider, route, None)
+        return Route(self.provider, None, why_not(served, self.provider, op.hf_task, have_token=have_token))
 
-    def _client(self, model: ModelCard, provider: str) -> Any:
+    def _client(self, model: ModelCard, provider: str, token: str | None, timeout: float) -> Any:
         from huggingface_hub import InferenceClient
 
         transport.install()  # the token rule, even if somebody replaced huggingface_hub's client since
         if model.endpoint_url:
-            return InferenceClient(model=model.endpoint_url, token=self.token, timeout=self.timeout)
+            return InferenceClient(model=model.endpoint_url, token=token, timeout=timeout)
         return InferenceClient(
             model=model.id,
             provider=provider,  # type: ignore[arg-type]  # a Literal of the providers it knew when released
-            token=self.token,
-            timeout=self.timeout,
+            token=token,
+            timeout=timeout,
         )
 
     def run(
@@ -130,6 +124,8 @@ class HostedEndpoint(Endpoint):
         call: Call,
     ) -> Result:
         # `call.stop` ends the retries; an HTTP call in flight cannot be taken back (the time-out bounds it).
+        # A signed-in visitor's token pays for their calls; else the server's.
+        token = _clean(call.credentials.hf_token) or self.token
         op = self._op(task, model)
         if op is None:
             raise ModelUnavailable(f"{model.id}: hosted inference has no method for task {task!r}")
@@ -139,19 +135,20 @@ class HostedEndpoint(Endpoint):
             name = shorten(repr(model.id), 120)
             raise ModelUnavailable(f"{name} is not a Hugging Face model id: {problem}")
         else:
-            provider, refusal = self._route(model, op)
+            provider, _, refusal = self._route(model, op, token)
             where = f"{model.id} ({provider})"
             if refusal is not None:  # known before any request: the next candidate gets the turn
                 raise ModelUnavailable(f"{model.id}: {refusal}")
         try:
-            result = self._call_with_retries(op, self._client(model, provider), inputs, where, call.stop)
+            client = self._client(model, provider, token, call.seconds_left(self.timeout))
+            result = self._call_with_retries(op, client, inputs, where, call.stop)
         except EndpointError as exc:  # messages reach the chat, traces and the LLM: never a token
-            raise type(exc)(_redact(str(exc), self.token)) from None
+            raise type(exc)(_redact(str(exc), token)) from None
         try:
             return Result(outputs=to_artifacts(op, result, inputs, call.out_dir, task), answered_by=self.name)
         except Exception as exc:
             message = f"{where}: unexpected output for {task}: {shorten(exc)}"
-            raise EndpointError(_redact(message, self.token)) from exc
+            raise EndpointError(_redact(message, token)) from exc
 
     def _call_with_retries(
         self, op: TaskOp, client: Any, inputs: dict[str, Any], where: str, stop: StopSignal | None = None
@@ -165,7 +162,7 @@ class HostedEndpoint(Endpoint):
             try:
                 return op.call(client, inputs)
             except InferenceTimeoutError:
-                raise EndpointError(f"{where}: no answer within {self.timeout:g} s (time-out)") from None
+                raise EndpointError(f"{where}: no answer within {client.timeout:g} s (time-out)") from None
             except OfflineModeIsEnabled:
                 raise ModelUnavailable(f"{where}: hosted inference is off (HF_HUB_OFFLINE is set)") from None
             except HfHubHTTPError as exc:
@@ -215,6 +212,20 @@ class HostedEndpoint(Endpoint):
 
 
 _SECRETS = (re.compile(r"(?i)\b(bearer\s+)\S+"), re.compile(r"\bhf_[A-Za-z0-9]{30,}"))
+
+
+class Route(NamedTuple):
+    """Where a hub id's call goes: the provider, its Hub route (None: not known), and why the
+    model cannot be served (None: it can, or the Hub could not be asked, so the call decides)."""
+
+    provider: str
+    route: ProviderRoute | None
+    refusal: str | None
+
+
+def _clean(token: str | None) -> str | None:
+    """A token pasted with its line ending (a .env file saved on Windows) is no valid header."""
+    return token.strip() or None if token else None
 
 
 def _redact(message: str, token: str | None) -> str:

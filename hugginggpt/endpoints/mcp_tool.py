@@ -160,7 +160,11 @@ class McpToolEndpoint(Endpoint):
         what = f"the MCP tool {ref.name} of {ref.server}"
         try:
             result = mcp_loop.call(
-                calling, timeout=self.timeout, stop=call.stop, what=what, failed=lambda: budget.reason
+                calling,
+                timeout=call.seconds_left(self.timeout),
+                stop=call.stop,
+                what=what,
+                failed=lambda: budget.reason,
             )
         except EndpointError:
             raise

@@ -22,7 +22,7 @@ from urllib.parse import quote, urlsplit
 from .. import telemetry
 from ..catalog import ModelCard
 from . import transport
-from .base import Call, Endpoint, EndpointError, Result, Stopped
+from .base import Call, Credentials, Endpoint, EndpointError, Result, Stopped
 from .hosted import HostedEndpoint
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,8 @@ class RemoteEndpoint(Endpoint):
         at_server = replace(model, endpoint_url=self.model_url(model, task))
         with transport.stoppable(call.stop):
             try:
-                result = self.hosted.run(task, at_server, inputs, call)
+                # No HF token goes to the expert server, the visitor's neither.
+                result = self.hosted.run(task, at_server, inputs, replace(call, credentials=Credentials()))
                 return Result(outputs=result.outputs, answered_by=self.name)
             except Stopped:
                 raise

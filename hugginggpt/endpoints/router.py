@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -19,7 +19,7 @@ class RoutedEndpoint(Endpoint):
 
     name = "routed"
 
-    def __init__(self, policy: str, available: dict[str, Endpoint]) -> None:
+    def __init__(self, policy: str, available: Mapping[str, Endpoint]) -> None:
         """`available`: backends by name; the mode `policy` picks and orders those it uses."""
         self.backends: list[Endpoint] = [available[b] for b in backends_of(policy) if b in available]
         if not self.backends:

@@ -7,7 +7,7 @@ files fetched from the app's own address (tool_io.py). Each call reads the app's
 refuses an endpoint whose description or schema no longer matches its entry's hash. Stop and time-outs
 cancel the job. The HF token goes only to a Hugging Face host; elsewhere gradio_client is told to send
 none (by default it would send the saved login's token to any host). On ZeroGPU Spaces the visitor's
-`x-ip-token` is forwarded (`for_visitor`, called by the app per request), so the visitor's quota
+`x-ip-token` is forwarded (the call's credentials, which the app sets per request), so the visitor's quota
 is counted, not the app's.
 """
 
@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from ..catalog import ModelCard
 from ..catalog.tools import ToolRef, changes
-from .base import Call, Endpoint, EndpointError, Footprint, ModelUnavailable, Result, Stopped, StopSignal
+from .base import Call, Endpoint, EndpointError, Footprint, ModelUnavailable, Result, Stopped
 from .mcp_loop import POLL_S, TimedOut
 from .mcp_tool import MAX_REPLY_CHARS, ToolChanged, credentials
 from .tool_io import Outputs, tool_arguments
@@ -83,14 +83,8 @@ def client_for(ref: ToolRef, hf_token: str | None, headers: dict[str, str]) -> A
 class SpaceEndpoint(Endpoint):
     name = "space"
 
-    def __init__(
-        self, *, hf_token: str | None = None, timeout: float = 120.0, ip_token: str | None = None
-    ) -> None:
-        self.hf_token, self.timeout, self.ip_token = hf_token, timeout, ip_token
-
-    def for_visitor(self, ip_token: str | None) -> SpaceEndpoint:
-        """This endpoint, forwarding a visitor's `x-ip-token` (as Gradio does between Spaces)."""
-        return SpaceEndpoint(hf_token=self.hf_token, timeout=self.timeout, ip_token=ip_token)
+    def __init__(self, *, hf_token: str | None = None, timeout: float = 120.0) -> None:
+        self.hf_token, self.timeout = hf_token, timeout
 
     def describe(self) -> str:
         return "space (Gradio Spaces' endpoints added to the catalog)"
@@ -113,7 +107,8 @@ class SpaceEndpoint(Endpoint):
         ref = model.tool
         if ref is None or ref.kind != "space":
             raise ModelUnavailable(f"{model.id} is not a Space endpoint")
-        headers = credentials(ref, None, {"x-ip-token": self.ip_token} if self.ip_token else None)
+        ip_token = call.credentials.ip_token  # the visitor's, as Gradio forwards it between Spaces
+        headers = credentials(ref, None, {"x-ip-token": ip_token} if ip_token else None)
         what = f"the Space {ref.server} ({ref.name})"
         try:
             client = client_for(ref, self.hf_token, headers)
@@ -133,22 +128,23 @@ class SpaceEndpoint(Endpoint):
             )
         arguments = tool_arguments(ref, inputs, lambda path, _kind: handle_file(str(path)))
         job = client.submit(api_name="/" + ref.name, **arguments)
-        values = self._wait(job, call.stop, what)
+        values = self._wait(job, call, what)
         outputs = Outputs(ref, call.out_dir)
         values = values if len(returns) > 1 and isinstance(values, list | tuple) else (values,)
         for value, kind in zip(values, ref.outputs + ("text",) * len(values), strict=False):
             _collect(value, kind, outputs)
         return Result(outputs=outputs.artifacts, answered_by=self.name)
 
-    def _wait(self, job: Any, stop: StopSignal | None, what: str) -> Any:
-        deadline = time.monotonic() + self.timeout
+    def _wait(self, job: Any, call: Call, what: str) -> Any:
+        timeout = call.seconds_left(self.timeout)
+        deadline = time.monotonic() + timeout
         while not job.done():
-            if stop is not None and stop.is_set():
+            if call.stop is not None and call.stop.is_set():
                 job.cancel()
                 raise Stopped(f"{what}: stopped")
             if time.monotonic() >= deadline:
                 job.cancel()
-                raise TimedOut(f"{what}: no answer within {self.timeout:g} s")
+                raise TimedOut(f"{what}: no answer within {timeout:g} s")
             time.sleep(POLL_S)
         try:
             return job.result()
