@@ -58,12 +58,11 @@ class RunEntry:
         if refusal:
             raise Refused(refusal, spent=True)
         try:
-            s = settings()
+            return self._pipeline(settings(), caller=caller, **how)
         except InputRefused:
             raise
         except ValueError as e:
             raise Refused(f"**Settings problem:** {e}") from None
-        return self._pipeline(s, caller=caller, **how)
 
     def run(
         self,
@@ -104,7 +103,7 @@ class RunEntry:
         """One of the requests-at-once slots for the block (True), or False when `cancelled` was set
         while waiting. Only `run` and checking a chat's uploads (decoded under a slot) take one."""
         got = self.slots.acquire(cancelled, refuse_when_busy=not wait, caller=caller)
-        give_back = _once(self.slots.release) if got else _nothing
+        give_back = _once(self.slots.release if got else lambda: None)
         if got and grace is not None:
             args = (cancelled, grace, give_back)
             threading.Thread(target=_give_back_when_given_up, args=args, daemon=True).start()
@@ -118,10 +117,6 @@ def _give_back_when_given_up(cancelled: threading.Event, grace: float, give_back
     cancelled.wait()
     time.sleep(grace)
     give_back()
-
-
-def _nothing() -> None:
-    pass
 
 
 def _once(action: Callable[[], None]) -> Callable[[], None]:
