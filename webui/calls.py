@@ -16,8 +16,9 @@ import shutil
 import threading
 import uuid
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,6 +34,7 @@ from hugginggpt.workspace import Workspace
 
 from .api_files import MAX_FILES, InputRefused, Served, publish, receive
 from .host import Host
+from .run_entry import Refused
 from .session_settings import LLMChoice
 
 log = logging.getLogger(__name__)
@@ -113,22 +115,19 @@ class Calls:
         at once, and whose LLM tokens a public app counts against its daily budget."""
         if not request.strip():
             raise InputRefused("The request is empty: say what you want done.")
-        spent = self.host.tokens.refusal(caller)
-        if spent:
-            raise TokensSpent(spent)
-        settings = self._settings(credentials)
-        pipeline = self._pipeline(settings, context, caller_key, caller)
-        with self._workspace() as ws, self._slot(cancelled, caller) as held:
-            if not held:
-                return  # given up while waiting for a slot: nothing ran
-            received = self._receive(files, ws, settings)  # decoded only once the call holds its slot
+        pipeline = self._pipeline(lambda: self._settings(credentials), context, caller_key, caller)
+
+        def start(ws: Workspace) -> Iterator[Accepted | Event | Finished]:
+            received = self._receive(files, ws, pipeline.settings)  # decoded only under the run's slot
             for ref, path in zip(files, received, strict=True):
                 if ref.earlier:
                     ws.add_upload(path)
             new = [p for ref, p in zip(files, received, strict=True) if not ref.earlier]
-            yield Accepted(ws.root)
             run = pipeline.run(request, workspace=ws, files=new, history=history, cancelled=cancelled)
-            yield from self._finished(run, root_url)
+            return chain([Accepted(ws.root)], self._finished(run, root_url))
+
+        with self._workspace() as ws:  # nothing when the client gave up waiting for a slot
+            yield from self.host.entry.run(caller, cancelled, lambda: start(ws))
 
     # ---- one task, no LLM ----------------------------------------------------------------------
 
@@ -154,24 +153,25 @@ class Calls:
         if spec is None:
             raise InputRefused(f"unknown task type {task!r}")
         settings = self.host.settings
-        pipeline = self._pipeline(settings, context, caller_key, caller)
+        pipeline = self._pipeline(lambda: settings, context, caller_key, caller, asks_llm=False)
         choice = self._choice(task, model, pipeline.endpoint.can_run, settings.top_k)
         text_args = self._text_args(spec, task, args)
-        with self._workspace() as ws, self._slot(cancelled, caller) as held:
-            if not held:
-                return
+
+        def start(ws: Workspace) -> Iterator[Accepted | Event | Finished]:
             values = dict(text_args)
             for number, arg in enumerate(spec.args, start=1):
                 value = str(args.get(arg.name) or "").strip()
-                if arg.kind != "text" and value:  # decoded only once the call holds its slot
+                if arg.kind != "text" and value:  # decoded only under the run's slot
                     (path,) = self._receive([FileRef(value, arg.kind)], ws, settings, first=number)
                     values[arg.name] = ws.add_upload(path).name
-            yield Accepted(ws.root)
             plan = Plan([Task(0, task, [], values)])
             run = pipeline.run_plan(
                 f"Run {task} once.", plan, {0: choice}, workspace=ws, cancelled=cancelled, answer=False
             )
-            yield from self._finished(run, root_url)
+            return chain([Accepted(ws.root)], self._finished(run, root_url))
+
+        with self._workspace() as ws:
+            yield from self.host.entry.run(caller, cancelled, lambda: start(ws))
 
     @staticmethod
     def _text_args(spec: task_types.TaskSpec, task: str, args: Mapping[str, str | None]) -> dict[str, str]:
@@ -219,17 +219,26 @@ class Calls:
     # ---- shared parts --------------------------------------------------------------------------
 
     def _pipeline(
-        self, settings: Settings, context: contextvars.Context | None, caller_key: str, caller: str
+        self,
+        settings: Callable[[], Settings],
+        context: contextvars.Context | None,
+        caller_key: str,
+        caller: str,
+        *,
+        asks_llm: bool = True,
     ) -> Pipeline:
-        """A pipeline for one call. Its result cache entries are the caller's (by its key); an
-        anonymous call's results are not kept, as nobody could be served them again (unless the
-        cache is shared by everyone: cache_scope "process")."""
-        if settings.cache_scope == "process":
-            return self.host.pipeline(settings, caller=caller, context=context, cache_scope="process")
-        if caller_key:
-            scope = "caller:" + hashlib.sha256(caller_key.encode()).hexdigest()
-            return self.host.pipeline(settings, caller=caller, context=context, cache_scope=scope)
-        return self.host.pipeline(settings, caller=caller, context=context, cached=False)
+        """A pipeline for one call, admitted by the run entry (TokensSpent, InputRefused). Its result
+        cache entries are the caller's (by its key); an anonymous call's results are not kept, as
+        nobody could be served them again (unless the cache is shared by everyone: cache_scope "process")."""
+        how: dict[str, Any] = {"cached": False}
+        if self.host.settings.cache_scope == "process":
+            how = {"cache_scope": "process"}
+        elif caller_key:
+            how = {"cache_scope": "caller:" + hashlib.sha256(caller_key.encode()).hexdigest()}
+        try:
+            return self.host.entry.admit(caller, settings, asks_llm=asks_llm, context=context, **how)
+        except Refused as e:
+            raise TokensSpent(str(e)) if e.spent else InputRefused(str(e)) from None
 
     def _settings(self, credentials: Credentials) -> Settings:
         choice = LLMChoice(credentials.base_url, credentials.model, credentials.api_key)
@@ -264,11 +273,6 @@ class Calls:
             yield ws
         finally:
             shutil.rmtree(ws.root, ignore_errors=True)
-
-    def _slot(self, cancelled: threading.Event, caller: str) -> AbstractContextManager[bool]:
-        """Holds one of the requests-at-once slots; False when the client gave up waiting. Busy when
-        too many calls wait, in all or from `caller` (its address)."""
-        return self.host.slots.held(cancelled, caller=caller)
 
 
 T = TypeVar("T")

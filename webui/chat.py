@@ -11,8 +11,7 @@ import contextvars
 import logging
 import queue
 import threading
-import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from .limit_words import for_page
 from .live_runs import STOP_GRACE_SECONDS, LiveRun
 from .render import RunView, user_messages
 from .review_form import Draft, Origin
+from .run_entry import Refused, RunEntry
 from .session_settings import LLMChoice
 from .slots import RunSlots
 from .turns import history_before, open_turn
@@ -172,7 +172,7 @@ class ChatApp:
         user = user_messages(text, files)
         why = "your edit" if replace is not None else ""
         history = history_before(conv.history, conv.turns, replace)
-        refusal: str | None
+        refusal = ""
         if problems:
             user = user_messages(text or "(files only)", [])
             refusal = "\n\n".join(problems) + (
@@ -183,12 +183,10 @@ class ChatApp:
         elif not text:
             refusal = "What should I do with this file? Send it again with a request."
         else:
-            refusal = self.host.tokens.refusal(client)
-        if not refusal:
             try:
                 pipeline = self.pipeline_for(choice, client, hf_token)
-            except ValueError as e:
-                refusal = f"**Settings problem:** {e}"
+            except Refused as e:
+                refusal = str(e)
         if refusal:  # answered at once: the request and why nothing runs
             open_turn(conv, user, text, replace=replace, why=why)
             conv.display += [_note(refusal)]
@@ -214,7 +212,7 @@ class ChatApp:
         messages wait, no more files are decoded at once than requests run (webui.slots)."""
         if not files:
             return []
-        with self.slots.held(threading.Event(), refuse_when_busy=False):
+        with self.host.entry.slot(threading.Event(), wait=True):
             return [p for f in files if (p := check_upload(f, max_bytes=self.max_upload_bytes))]
 
     def _off_hub(self, model: str) -> bool:
@@ -230,10 +228,14 @@ class ChatApp:
         return text if len(text) <= 60 else text[:59] + "…"
 
     def pipeline_for(self, choice: LLMChoice, caller: str, hf_token: str | None = None) -> Pipeline:
-        """A pipeline with this session's settings, its LLM calls charged to `caller` (webui.host);
-        ValueError for a settings problem."""
-        s = self.request_settings(choice)
-        return self.host.pipeline(s, caller=caller, context=contextvars.copy_context(), hf_token=hf_token)
+        """A pipeline with this session's settings for `caller`'s run, admitted by the run entry
+        (webui.run_entry): Refused when its tokens are spent or the settings are wrong."""
+        return self.host.entry.admit(
+            caller,
+            lambda: self.request_settings(choice),
+            context=contextvars.copy_context(),
+            hf_token=hf_token,
+        )
 
     def stream_run(
         self,
@@ -271,7 +273,7 @@ class ChatApp:
         conv.run = run
         events: queue.Queue = queue.Queue()
         name = f"hugginggpt-{session[:8]}"
-        worker = (start, conv, cancel, events, self.slots)
+        worker = (self.host.entry, start, conv, cancel, events)
         threading.Thread(target=_drive, args=worker, name=name, daemon=True).start()
         threading.Thread(target=run.consume, args=(events, poll), name=name, daemon=True).start()
         try:
@@ -323,52 +325,28 @@ class ChatApp:
 
 
 def _drive(
+    entry: RunEntry,
     start: Callable[[threading.Event], Iterator[Event]],
     conv: Conversation,
     cancel: threading.Event,
     events: queue.Queue,
-    slots: RunSlots,
 ) -> None:
-    """Runs the pipeline in its own thread, so the chat can give up on it at once when stopped."""
-    if not slots.acquire(cancel, refuse_when_busy=False):  # busy with API calls: waits its turn
-        events.put(Done(Outcome.CANCELLED))
-        return
-    give_back = _once(slots.release)
-    # Stop, a page left or the request's deadline: the chat moves on after the grace, and so does
-    # the slot, even while a blocking call of the run has not returned yet.
-    threading.Thread(target=_give_back_when_given_up, args=(cancel, give_back), daemon=True).start()
-    run = start(cancel)
-    try:
-        for event in run:
+    """Runs the pipeline in its own thread, so the chat can give up on it at once when stopped.
+    Stop, a page left or the request's deadline: the chat moves on after the grace, and so does
+    the slot, even while a blocking call of the run has not returned yet."""
+    started = False
+    try:  # busy with API calls: waits its turn
+        grace = STOP_GRACE_SECONDS
+        for event in entry.run(conv.client, cancel, lambda: start(cancel), wait=True, grace=grace):
+            started = True
             events.put(event)
     except Exception:  # Pipeline.run reports failures in Done; anything else is a bug
+        started = True
         log.exception("the pipeline crashed")
     finally:
-        if isinstance(run, Generator):  # a pipeline method's: its own clean-up runs now, not at GC
-            run.close()
         if conv.ended:  # the page was left mid-run: what the run wrote since goes too
             conv.delete_files()
-        give_back()
-        events.put(None)
-
-
-def _give_back_when_given_up(cancel: threading.Event, give_back: Callable[[], None]) -> None:
-    cancel.wait()
-    time.sleep(STOP_GRACE_SECONDS)
-    give_back()
-
-
-def _once(action: Callable[[], None]) -> Callable[[], None]:
-    lock, done = threading.Lock(), list[bool]()
-
-    def once() -> None:
-        with lock:
-            if done:
-                return
-            done.append(True)
-        action()
-
-    return once
+        events.put(None if started else Done(Outcome.CANCELLED))  # None: the worker has ended
 
 
 def _made_media(done: Done) -> frozenset[int]:

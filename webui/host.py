@@ -33,6 +33,7 @@ from .conversation_store import ConversationStore, max_bytes, retention_hours, w
 from .conversations import Conversation, ConversationTable
 from .gpu import visitor_ip_token
 from .review_form import draft_from_json
+from .run_entry import RunEntry
 from .session_settings import LLMChoice, merge_settings
 from .slots import RunSlots
 from .status import status_line
@@ -92,6 +93,7 @@ class Host:
         self.callers = Callers(settings.proxies, ipv6_prefix=settings.caller_ipv6_prefix)
         # On a public app, each visitor's LLM tokens a day (one table for every door).
         self.tokens = DailyTokens(settings.visitor_daily_tokens if self.public_llm_only else 0)
+        self.entry = RunEntry(self.tokens, self.slots, self.pipeline)  # where every visitor's run starts
         metrics.watch(
             slots_in_use=lambda: self.slots.running, conversations_open=lambda: len(self.conversations)
         )

@@ -16,6 +16,7 @@ from hugginggpt.resume import resume
 
 from . import interrupted
 from .chat import ChatApp, Conversation
+from .run_entry import Refused
 from .session_settings import LLMChoice
 
 log = logging.getLogger(__name__)
@@ -39,14 +40,10 @@ def _continued(
 ) -> Generator[Update, None, None]:
     state = conv.resumable
     assert state is not None
-    # Charged to the conversation's caller like every LLM call of its runs (the token ledger).
-    refusal = chat.host.tokens.refusal(conv.client)
-    try:
+    try:  # charged to the conversation's caller like every run of it (webui.run_entry)
         pipeline = chat.pipeline_for(choice, conv.client, hf_token)
-    except ValueError as e:
-        refusal = f"**Settings problem:** {e}"
-    if refusal:
-        yield (conv.display + [{"role": "assistant", "content": refusal}], conv.traces, False)
+    except Refused as e:
+        yield (conv.display + [{"role": "assistant", "content": str(e)}], conv.traces, False)
         return
     if conv.display and conv.display[-1].get("content") in interrupted.NOTES:
         conv.display = conv.display[:-1]  # the note gives way to the run it offered

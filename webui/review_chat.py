@@ -22,6 +22,7 @@ from .chat import BUSY, ChatApp, _note
 from .conversations import TableFull
 from .render import user_messages
 from .review_form import Draft, Origin, describe_changes, form_for, read_back
+from .run_entry import Refused
 from .session_settings import LLMChoice
 from .turns import history_before, request_end
 
@@ -200,14 +201,10 @@ def _run(
     conv = chat.find(session)
     if conv is None:
         return
-    # A re-run's LLM calls are charged to the conversation's caller, as its first request's were.
-    refusal = chat.host.tokens.refusal(conv.client)
-    try:
+    try:  # charged to the conversation's caller, as its first request was (webui.run_entry)
         pipeline = chat.pipeline_for(choice, conv.client, hf_token)
-    except ValueError as e:
-        refusal = f"**Settings problem:** {e}"
-    if refusal:
-        yield conv.display + [_note(refusal)], conv.traces, False
+    except Refused as e:
+        yield conv.display + [_note(str(e))], conv.traces, False
         return
     conv.requests += 1
     history = history_before(conv.history, conv.turns, replace)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from hugginggpt import metrics
 
@@ -74,18 +72,6 @@ class RunSlots:
                     self._waiting_by[caller] -= 1
                     if not self._waiting_by[caller]:
                         del self._waiting_by[caller]
-
-    @contextmanager
-    def held(
-        self, cancelled: threading.Event, *, refuse_when_busy: bool = True, caller: str | None = None
-    ) -> Iterator[bool]:
-        """A slot for the block (True), or False when `cancelled` was set while waiting."""
-        got = self.acquire(cancelled, refuse_when_busy=refuse_when_busy, caller=caller)
-        try:
-            yield got
-        finally:
-            if got:
-                self.release()
 
     def release(self) -> None:
         with self._lock:
