@@ -1,8 +1,8 @@
 """HuggingGPT in the browser: `python app.py`, also the Hugging Face Space entry point.
 
-A thin adapter: webui.host holds what every door shares and admits every caller, webui.chat runs
-requests through the pipeline and webui.render turns its events into chat messages; the page is
-laid out in webui.page_layout, handled in webui.page and wired in webui.page_wiring (its CSS is
+A thin adapter: webui.host.host holds what every door shares and admits every caller, webui.chat.engine runs
+requests through the pipeline and webui.chat.render turns its events into chat messages; the page is
+laid out in webui.page.layout, handled in webui.page.handlers and wired in webui.page.wiring (its CSS is
 assets/page.css); this file builds the app around them and launches it. Honours GRADIO_SERVER_NAME
 and GRADIO_SERVER_PORT (Gradio reads them in launch()) and every setting of hugginggpt.config,
 among them HUGGINGGPT_APP_MAX_UPLOAD_MB and HUGGINGGPT_APP_CONCURRENCY.
@@ -13,7 +13,7 @@ HUGGINGGPT_API_KEYS is set). The concurrency limit covers those calls too.
 """
 
 # No `from __future__ import annotations`: Gradio finds the gr.Request parameters by their annotation.
-import webui.gpu  # noqa: F401  (first of all: it imports `spaces` before anything touches torch)
+import webui.host.gpu  # noqa: F401  (first of all: it imports `spaces` before anything touches torch)
 
 # isort: split
 import logging
@@ -26,19 +26,19 @@ from starlette.middleware import Middleware
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings, load_settings
 from hugginggpt.endpoints import Endpoint
-from hugginggpt.llm import LLM
-from webui import resume_runs
-from webui.callers import trust_no_forwarding_in_uvicorn
-from webui.calls import Calls
-from webui.chat import ChatApp
+from hugginggpt.llms.interface import LLM
+from webui.chat import resume_runs
+from webui.chat.engine import ChatApp
+from webui.doors.calls import Calls
 from webui.doors.openai_api import routes as openai_routes
-from webui.headers import ContentSecurityPolicy
-from webui.host import Host
-from webui.metrics_route import route as metrics_route
-from webui.page_script import page_script
-from webui.page_wiring import build_page
-from webui.proxy_warning import ProxyWarning
-from webui.upload_quota import UploadQuota
+from webui.host.callers import trust_no_forwarding_in_uvicorn
+from webui.host.host import Host
+from webui.host.upload_quota import UploadQuota
+from webui.page.headers import ContentSecurityPolicy
+from webui.page.metrics_route import route as metrics_route
+from webui.page.proxy_warning import ProxyWarning
+from webui.page.script import page_script
+from webui.page.wiring import build_page
 
 ROOT = Path(__file__).resolve().parent
 ASSETS = ROOT / "assets"
@@ -75,7 +75,7 @@ def build_demo(
     if warm_up:
         host.backends.warm_up()
     # delete_cache: Gradio's copies of uploads and outputs are removed after app_upload_keep_hours
-    # (a conversation's own copies are deleted with it, and re-made while it is shown: webui.files).
+    # (a conversation's own copies are deleted with it, and re-made while it is shown: webui.chat.files).
     keep = int(settings.app_upload_keep_hours * 3600)
     with gr.Blocks(title="HuggingGPT", delete_cache=(min(3600, keep), keep)) as demo:
         build_page(demo, host, chat, concurrency or settings.app_concurrency)
@@ -107,14 +107,14 @@ def launch_options(max_upload_bytes: int = 20_000_000, *, demo: Any = None) -> d
         # a plan graph removed while Mermaid draws it leaves no error in the console.
         "js": page_script(),
         # Only the example files are served by path; conversations' files are served from Gradio's
-        # cache under random folder names, each copy deleted when its conversation ends (webui.files).
+        # cache under random folder names, each copy deleted when its conversation ends (webui.chat.files).
         "allowed_paths": [str(ASSETS)],
         # A hard stop well above the friendly per-file check (which answers in the chat).
         "max_file_size": max(4 * max_upload_bytes, 50_000_000),
-        # Images and media only from the app: the chat shows markdown the LLM wrote (webui.headers).
+        # Images and media only from the app: the chat shows markdown the LLM wrote (webui.page.headers).
         "app_kwargs": {"middleware": [Middleware(ContentSecurityPolicy)]},
     }
-    trust_no_forwarding_in_uvicorn()  # who is calling is the app's decision (webui.callers)
+    trust_no_forwarding_in_uvicorn()  # who is calling is the app's decision (webui.host.callers)
     if demo is not None:
         settings = demo.host.settings
         options["mcp_server"] = settings.mcp_server

@@ -2,7 +2,7 @@
 
     python bench/estimate_accuracy.py [--runs 20] [--only text,audio,vision] [--device cpu]
 
-Each run asks the Estimator (hugginggpt/estimate.py) for the model's estimate, runs the model once
+Each run asks the Estimator (hugginggpt/costs/estimate.py) for the model's estimate, runs the model once
 through the local endpoint (the same call the executor makes), and keeps the measured seconds, as
 a finished run does. The first run of a model is estimated from the prior (size and task); later
 ones from this machine's past runs (their median). Memory: the estimate (from the weight files) vs
@@ -52,8 +52,8 @@ def main() -> int:
 
     import models_local
     from hugginggpt.catalog import ModelCard
+    from hugginggpt.costs.estimate import Estimator
     from hugginggpt.endpoints import Call, LocalEndpoint
-    from hugginggpt.estimate import Estimator
 
     families = set(args.only.split(","))
     picked = {"text-classification", "token-classification", "text-generation", "summarization"}

@@ -37,9 +37,9 @@ RUNNER = textwrap.dedent(
     """
     import json, sys, time, tracemalloc
     from pathlib import Path
-    from hugginggpt.plan import FileRules, PlanParseError, parse_plan, validate_plan
-    from hugginggpt.respond import missing_files as _missing
-    from hugginggpt.workspace import Workspace
+    from hugginggpt.stages.plan import FileRules, PlanParseError, parse_plan, validate_plan
+    from hugginggpt.stages.respond import missing_files as _missing
+    from hugginggpt.files.workspace import Workspace
     import tempfile
     ws = Workspace(Path(tempfile.mkdtemp()))
     def missing_files(text):

@@ -24,10 +24,10 @@ from fakes.llm_server import FakeLLMServer  # noqa: E402
 
 from hugginggpt.catalog import Catalog  # noqa: E402
 from hugginggpt.config import Settings  # noqa: E402
-from hugginggpt.events import Done  # noqa: E402
-from hugginggpt.llm_openai import OpenAICompatibleLLM  # noqa: E402
-from hugginggpt.pipeline import Pipeline  # noqa: E402
-from hugginggpt.workspace import Workspace  # noqa: E402
+from hugginggpt.files.workspace import Workspace  # noqa: E402
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM  # noqa: E402
+from hugginggpt.run.events import Done  # noqa: E402
+from hugginggpt.run.pipeline import Pipeline  # noqa: E402
 
 # text-to-image has two candidates (a choice), summarization one (no choice).
 CATALOG = Catalog(

@@ -46,12 +46,12 @@ import jsonschema  # noqa: E402
 
 from hugginggpt import prompts  # noqa: E402
 from hugginggpt import tasks as task_types  # noqa: E402
-from hugginggpt.llm import LLM, HangUp, Message  # noqa: E402
-from hugginggpt.llm_local import LocalChatLLM  # noqa: E402
-from hugginggpt.plan import FileRules, PlanLimits  # noqa: E402
-from hugginggpt.plan_schema import plan_schema  # noqa: E402
-from hugginggpt.plan_stream import TaskScanner  # noqa: E402
-from hugginggpt.planner import FileInfo, make_plan  # noqa: E402
+from hugginggpt.llms.interface import LLM, HangUp, Message  # noqa: E402
+from hugginggpt.llms.local import LocalChatLLM  # noqa: E402
+from hugginggpt.stages.plan import FileRules, PlanLimits  # noqa: E402
+from hugginggpt.stages.plan_schema import plan_schema  # noqa: E402
+from hugginggpt.stages.plan_stream import TaskScanner  # noqa: E402
+from hugginggpt.stages.planner import FileInfo, make_plan  # noqa: E402
 
 WORDINGS = ("", " Please.", " Thanks!", " Quickly, if you can.", " I need it for a report.", " Go ahead.")
 SHORT_SYSTEM = (

@@ -47,10 +47,10 @@ from serve_support import protocol_server  # noqa: E402
 from hugginggpt.catalog import Catalog, ModelCard  # noqa: E402
 from hugginggpt.config import Settings  # noqa: E402
 from hugginggpt.endpoints import build_endpoint  # noqa: E402
-from hugginggpt.events import Done  # noqa: E402
-from hugginggpt.llm_openai import OpenAICompatibleLLM  # noqa: E402
-from hugginggpt.pipeline import Pipeline  # noqa: E402
-from hugginggpt.workspace import Workspace  # noqa: E402
+from hugginggpt.files.workspace import Workspace  # noqa: E402
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM  # noqa: E402
+from hugginggpt.run.events import Done  # noqa: E402
+from hugginggpt.run.pipeline import Pipeline  # noqa: E402
 from models_local.serve import create_app  # noqa: E402
 from models_local.serve.jobs import Job, Output  # noqa: E402
 from models_local.serve.jobs import Reply as JobReply  # noqa: E402

@@ -28,13 +28,13 @@ from fakes.endpoints import FakeEndpoint, cards  # noqa: E402
 from fakes.llm_server import FakeLLMServer  # noqa: E402
 from fakes.otlp_receiver import OTLPReceiver  # noqa: E402
 
-from hugginggpt import telemetry  # noqa: E402
 from hugginggpt.catalog import Catalog  # noqa: E402
 from hugginggpt.config import Settings  # noqa: E402
-from hugginggpt.events import Done  # noqa: E402
-from hugginggpt.llm_openai import OpenAICompatibleLLM  # noqa: E402
-from hugginggpt.pipeline import Pipeline  # noqa: E402
-from hugginggpt.workspace import Workspace  # noqa: E402
+from hugginggpt.files.workspace import Workspace  # noqa: E402
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM  # noqa: E402
+from hugginggpt.observability import telemetry  # noqa: E402
+from hugginggpt.run.events import Done  # noqa: E402
+from hugginggpt.run.pipeline import Pipeline  # noqa: E402
 
 CATALOG = Catalog(cards(("a", "summarization", 9), ("b", "summarization", 5)))
 PLAN = {

@@ -5,10 +5,18 @@ runs them, and answers from their results.
     pipeline = build_pipeline(load_settings())
     for event in pipeline.run("caption this photo", workspace=Workspace(Path("conv")), files=[photo]):
         ...  # StageStarted, PlanReady, ModelSelected, TaskFinished, AnswerDelta, ..., Done
+
+Where things live: stages/ (plan, select, execute, respond), run/ (a request's run, its one task
+graph, events, trace, cache, journal and resume), llms/ (the controller LLM), catalog/ and endpoints/
+(the experts and where they run), costs/ (estimates and limits), files/ (workspace, outputs, URLs),
+observability/ (metrics, traces, usage), commands/ (the command line), eval/. Never imports gradio;
+reaches models_local only through endpoints.local.
 """
 
-from .config import Settings, load_settings
-from .events import (
+from hugginggpt.config import Settings, load_settings
+from hugginggpt.factory import build_pipeline
+from hugginggpt.files.workspace import Workspace
+from hugginggpt.run.events import (
     AnswerDelta,
     Done,
     ErrorKind,
@@ -28,11 +36,9 @@ from .events import (
     TaskSkipped,
     TaskStarted,
 )
-from .factory import build_pipeline
-from .pipeline import Pipeline
-from .records import TaskRecord, TaskStatus
-from .version import __version__
-from .workspace import Workspace
+from hugginggpt.run.pipeline import Pipeline
+from hugginggpt.run.records import TaskRecord, TaskStatus
+from hugginggpt.version import __version__
 
 __all__ = [
     "AnswerDelta",

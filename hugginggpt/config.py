@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .bounded_file import read_yaml
-from .modes import INFERENCE_MODES
+from hugginggpt.files.bounded_file import read_yaml
+from hugginggpt.modes import INFERENCE_MODES
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "")
 # Settings whose environment variable is not HUGGINGGPT_<FIELD>: the ecosystem's usual names.
@@ -28,7 +28,7 @@ ENV_ALIASES = {
     "oauth_client_id": "OAUTH_CLIENT_ID",
 }
 ENV_NAMES = {"catalog_paths": "HUGGINGGPT_CATALOG"}  # HUGGINGGPT_<FIELD> would read oddly
-CACHE_SCOPES = ("conversation", "process")  # see hugginggpt/cache.py
+CACHE_SCOPES = ("conversation", "process")  # see hugginggpt/run/cache.py
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ class Settings:
 
     @property
     def proxies(self) -> tuple[str, ...]:
-        """The proxies whose forwarded addresses are believed (webui.callers)."""
+        """The proxies whose forwarded addresses are believed (webui.host.callers)."""
         return self.trusted_proxies or (("*",) if self.space_id else ())
 
     @property

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .cache import ResultCache, cache_root
-from .catalog import Catalog, load_catalog
-from .config import Settings
-from .endpoints import Endpoint, build_endpoint
-from .llm import LLM, LLMLimits
-from .llm_local import LocalChatLLM
-from .llm_openai import OpenAICompatibleLLM
-from .pipeline import Pipeline
+from hugginggpt.catalog import Catalog, load_catalog
+from hugginggpt.config import Settings
+from hugginggpt.endpoints import Endpoint, build_endpoint
+from hugginggpt.llms.interface import LLM, LLMLimits
+from hugginggpt.llms.local import LocalChatLLM
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
+from hugginggpt.run.cache import ResultCache, cache_root
+from hugginggpt.run.pipeline import Pipeline
 
 DEFAULT_SERVER_MODEL = "gpt-4o-mini"
 

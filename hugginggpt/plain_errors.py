@@ -6,7 +6,7 @@ Matched by class name, so no library is imported here; anything unknown keeps it
 
 from __future__ import annotations
 
-from .text import shorten
+from hugginggpt.text import shorten
 
 _BY_NAME = {
     "UnidentifiedImageError": "the file is not a picture format that can be read",

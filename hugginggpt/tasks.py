@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Values that flow along the DAG are text, media files, or "data": structured output (boxes, labels,
-# scores): the kinds of hugginggpt.artifacts.ArtifactKind.
+# scores): the kinds of hugginggpt.files.artifacts.ArtifactKind.
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class TaskSpec:
     description: str
     samples: bool = False  # its models draw noise: the run gives them a seed (seeds.py)
     seconds: float | None = None  # a slow task's call on CPU, before any run here (estimate.py)
-    gpu_seconds: int = 10  # to run once loaded on a Space's GPU (webui.gpu asks ZeroGPU for it)
+    gpu_seconds: int = 10  # to run once loaded on a Space's GPU (webui.host.gpu asks ZeroGPU for it)
     control: str | None = None  # ControlNet's tasks: the control image's kind ("canny", "depth", ...)
 
     def arg(self, name: str) -> Arg | None:

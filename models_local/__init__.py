@@ -9,11 +9,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from .cache import ModelTooLarge
-from .gate import loading
-from .handlers import HANDLERS
-from .handlers.base import RuntimeUnsupported, Stopped
-from .runtime import Runtime
+from models_local.cache import ModelTooLarge
+from models_local.gate import loading
+from models_local.handlers import HANDLERS
+from models_local.handlers.base import RuntimeUnsupported, Stopped
+from models_local.runtime import Runtime
 
 __all__ = [
     "SUPPORTED_TASKS",
@@ -64,7 +64,7 @@ def footprint_of(model: str) -> dict:
     a hub model not in the HF cache: the catalog's size stands in for it."""
     from dataclasses import asdict
 
-    from .footprint import local_footprint
+    from models_local.footprint import local_footprint
 
     runtime = default_runtime()
     found = local_footprint(model, half=runtime.half)
@@ -75,7 +75,7 @@ def footprint_of(model: str) -> dict:
 def prefetch(model: str, *, progress=None) -> Path:
     """Download a hub model's files into the HF cache (or find its folder) without loading it, e.g.
     before a ZeroGPU call, so that the GPU time is not spent downloading; `progress` as run's."""
-    from .hub import locate
+    from models_local.hub import locate
 
     return locate(model, half=False, check_fits=lambda *_: None, progress=progress)[0]
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .handlers.base import Outputs, Stopped
+from models_local.handlers.base import Outputs, Stopped
 
 WINDOW_S = 0.005  # how long a line under load waits for more calls before it runs
 WAIT_SHARE = 0.25  # ... and at most this share of its last run's time (a fast model waits less)

@@ -14,8 +14,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .handlers.base import RuntimeUnsupported
-from .sizing import mib
+from models_local.handlers.base import RuntimeUnsupported
+from models_local.sizing import mib
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .gate import loading
-from .grammar import GrammarUnavailable, JsonGrammar, TokenTable
-from .sizing import loaded_size, mib
+from models_local.gate import loading
+from models_local.grammar import GrammarUnavailable, JsonGrammar, TokenTable
+from models_local.sizing import loaded_size, mib
 
 log = logging.getLogger(__name__)
 

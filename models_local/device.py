@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .handlers.base import Device
+from models_local.handlers.base import Device
 
 
 def is_gpu(device: Device) -> bool:

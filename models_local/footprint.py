@@ -6,8 +6,8 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
-from . import hub
-from .sizing import WEIGHT_SUFFIXES, folder_size, weight_files
+from models_local import hub
+from models_local.sizing import WEIGHT_SUFFIXES, folder_size, weight_files
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .handlers.base import RuntimeUnsupported
-from .sizing import WEIGHT_SUFFIXES, folder_size, weight_files
+from models_local.handlers.base import RuntimeUnsupported
+from models_local.sizing import WEIGHT_SUFFIXES, folder_size, weight_files
 
 # Files no loader here reads: other frameworks' weights and exports.
 IGNORE = [

@@ -15,14 +15,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import hub, telemetry
-from .batching import WINDOW_S, Batcher, Call
-from .cache import Entry, ModelCache, ModelTooLarge
-from .device import default_budget, free_memory, is_gpu, pick_device
-from .gate import LOAD_GATE
-from .handlers import HANDLERS
-from .handlers.base import Handler, Outputs, RuntimeUnsupported
-from .sizing import folder_size, loaded_size, mib
+from models_local import hub, telemetry
+from models_local.batching import WINDOW_S, Batcher, Call
+from models_local.cache import Entry, ModelCache, ModelTooLarge
+from models_local.device import default_budget, free_memory, is_gpu, pick_device
+from models_local.gate import LOAD_GATE
+from models_local.handlers import HANDLERS
+from models_local.handlers.base import Handler, Outputs, RuntimeUnsupported
+from models_local.sizing import folder_size, loaded_size, mib
 
 log = logging.getLogger(__name__)
 

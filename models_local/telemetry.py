@@ -1,8 +1,9 @@
 """OpenTelemetry spans of the expert runtime and server, in the caller's trace (`traceparent`).
 
 Off unless OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT) is set, as for the controller
-(hugginggpt/telemetry.py, which this package may not import): then spans are exported over OTLP/HTTP
-by a background thread, and a collector that is down costs a call nothing. Off, `span` is a no-op.
+(hugginggpt/observability/telemetry.py, which this package may not import): then spans are
+exported over OTLP/HTTP by a background thread, and a collector that is down costs a call nothing.
+Off, `span` is a no-op.
 A call to the server is a SERVER span with its HTTP status (served); every span carries the
 namespaced attributes of the job it is part of (labelled: `hugginggpt.expert.model`, the model id)
 and the caller's hashed conversation id, from the W3C baggage it sent.

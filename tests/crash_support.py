@@ -31,7 +31,7 @@ from fakes.llm_server import FakeLLMServer, Reply
 from PIL import Image
 from serve_support import protocol_server
 
-from hugginggpt.journal import JournalState, journals, read_journal
+from hugginggpt.run.journal import JournalState, journals, read_journal
 from models_local.serve import create_app
 from models_local.serve.jobs import Job, Output
 from models_local.serve.jobs import Reply as JobReply

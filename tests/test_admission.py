@@ -19,7 +19,7 @@ import pytest
 from app_support import app_settings, fake_catalog, photo, running_app
 from fakes.endpoints import FakeEndpoint
 
-from webui.callers import Callers, parse_proxies
+from webui.host.callers import Callers, parse_proxies
 
 KEY = "key-one"
 
@@ -110,7 +110,7 @@ def test_a_flood_of_page_loads_makes_no_conversation_and_a_visitor_still_gets_in
 
 
 def test_the_per_address_cap_holds_when_the_address_is_unknown(tmp_path):
-    from webui.conversations import ConversationTable, TableFull
+    from webui.chat.conversations import ConversationTable, TableFull
 
     table = ConversationTable(tmp_path / "ws", limit=50, per_client=3)
     for n in range(3):
@@ -247,7 +247,7 @@ def test_an_upload_no_conversation_took_in_is_kept_hours_not_a_day(llm_server, t
 
 
 def _two_conversations(llm_server, tmp_path):
-    from webui.chat import ChatApp, LLMChoice
+    from webui.chat.engine import ChatApp, LLMChoice
 
     chat = ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=fake_catalog(), endpoint=FakeEndpoint())
     for session in ("s1", "s2"):
@@ -324,11 +324,11 @@ def test_an_mcp_task_tool_runs_as_a_one_task_plan_through_the_result_cache(llm_s
 
 
 def test_what_the_page_keeps_per_visitor_needs_no_browser(llm_server, tmp_path):
-    """webui.visitors, Gradio-free: a load opens a key and makes nothing; the first message makes
+    """webui.page.visitors, Gradio-free: a load opens a key and makes nothing; the first message makes
     the conversation; a reload comes back to it; a store naming a gone key gets a fresh one."""
-    from webui import saved
-    from webui.host import Host
-    from webui.visitors import Visitors
+    from webui.host.host import Host
+    from webui.page import saved
+    from webui.page.visitors import Visitors
 
     host = Host(app_settings(llm_server, tmp_path / "ws"), catalog=fake_catalog(), endpoint=FakeEndpoint())
     visitors = Visitors(host)

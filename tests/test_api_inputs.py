@@ -11,9 +11,9 @@ import pytest
 from app_support import photo
 
 from hugginggpt.config import Settings
-from webui.api_files import MAX_FILES, InputRefused, receive
+from webui.doors.api_files import MAX_FILES, InputRefused, receive
 from webui.doors.openai_messages import read_messages
-from webui.slots import Busy, RunSlots
+from webui.host.slots import Busy, RunSlots
 
 OFF, ON = Settings(), Settings(allow_urls=True)
 

@@ -21,7 +21,7 @@ from PIL import Image
 from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.config import Settings
 from hugginggpt.endpoints import Call
-from webui.uploads import check_upload
+from webui.host.uploads import check_upload
 
 FAKE_CATALOG = Catalog(
     cards(
@@ -330,7 +330,7 @@ def test_without_a_reachable_llm_the_app_starts_and_says_what_to_configure(llm_s
 
 
 def test_a_typed_base_url_never_receives_the_servers_key(llm_server, tmp_path):
-    from webui.chat import ChatApp, LLMChoice
+    from webui.chat.engine import ChatApp, LLMChoice
 
     chat = ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=FAKE_CATALOG, endpoint=FakeEndpoint())
     assert chat.request_settings(LLMChoice()).llm_api_key == "sk-test-not-a-key"
@@ -367,9 +367,9 @@ def test_upload_checks(tmp_path):
 
 def test_one_visitor_leaving_never_deletes_the_same_picture_another_visitor_sent(tmp_path):
     """Gradio names an upload by its content: two visitors sending one picture share its path."""
-    from hugginggpt.workspace import Workspace
-    from webui.conversations import Conversation
-    from webui.files import Publisher
+    from hugginggpt.files.workspace import Workspace
+    from webui.chat.conversations import Conversation
+    from webui.chat.files import Publisher
 
     cache = tmp_path / "gradio"
     (cache / "5eed").mkdir(parents=True)
@@ -384,7 +384,7 @@ def test_one_visitor_leaving_never_deletes_the_same_picture_another_visitor_sent
 
 
 def test_new_conversation_gets_a_fresh_workspace_and_history(llm_server, tmp_path):
-    from webui.chat import ChatApp, LLMChoice
+    from webui.chat.engine import ChatApp, LLMChoice
 
     chat = ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=FAKE_CATALOG, endpoint=FakeEndpoint())
     *_, (_, _, running) = chat.respond(
@@ -400,7 +400,7 @@ def test_new_conversation_gets_a_fresh_workspace_and_history(llm_server, tmp_pat
 
 
 def test_a_flood_of_new_sessions_never_pushes_out_an_active_conversation(tmp_path):
-    from webui.conversations import ConversationTable, TableFull
+    from webui.chat.conversations import ConversationTable, TableFull
 
     now = [0.0]
     table = ConversationTable(tmp_path / "ws", limit=50, per_client=5, idle_seconds=600, clock=lambda: now[0])
@@ -429,7 +429,7 @@ def test_a_flood_of_new_sessions_never_pushes_out_an_active_conversation(tmp_pat
 def test_zerogpu_calls_carry_the_request_context_and_a_duration_per_call(tmp_path):
     import contextvars
 
-    from webui.gpu import MAX_SECONDS, GPUEndpoint, _duration, gpu_seconds, on_gpu
+    from webui.host.gpu import MAX_SECONDS, GPUEndpoint, _duration, gpu_seconds, on_gpu
 
     inner = FakeEndpoint()
     assert on_gpu(inner) is inner  # off ZeroGPU `spaces.GPU` passes the function through: unchanged
@@ -485,7 +485,7 @@ def test_spaces_is_imported_before_torch_and_the_gpu_function_is_decorated_at_im
         "    return wrap\n"
     )
     check = (
-        "import sys; import app; import spaces, webui.gpu as g\n"
+        "import sys; import app; import spaces, webui.host.gpu as g\n"
         "assert not spaces.TORCH_BEFORE, 'torch was imported before spaces'\n"
         "assert [n for n, _ in spaces.DECORATED] == ['_on_gpu'] and g.zerogpu_active()\n"
         "import torch; assert not torch.cuda.is_initialized()\n"
@@ -498,7 +498,7 @@ def test_spaces_is_imported_before_torch_and_the_gpu_function_is_decorated_at_im
 
 def test_unparsable_typed_base_url_is_a_settings_problem_in_the_chat(tmp_path):
     from hugginggpt.config import Settings
-    from webui.chat import ChatApp, LLMChoice
+    from webui.chat.engine import ChatApp, LLMChoice
 
     chat = ChatApp(Settings(workdir=str(tmp_path / "ws")), catalog=Catalog([]), endpoint=FakeEndpoint())
     *_, (messages, _, running) = chat.respond(
@@ -518,9 +518,9 @@ def test_unparsable_typed_base_url_is_a_settings_problem_in_the_chat(tmp_path):
 def test_on_a_public_app_a_typed_llm_url_gets_a_client_that_stays_off_private_networks(tmp_path, monkeypatch):
     from test_trust import _Redirecting, only_loopback
 
-    from hugginggpt import urlguard
     from hugginggpt.config import Settings
-    from webui.chat import ChatApp, LLMChoice
+    from hugginggpt.files import urlguard
+    from webui.chat.engine import ChatApp, LLMChoice
 
     servers = _Redirecting()  # public (127.0.0.1 here) but redirecting to a private address
     try:
@@ -542,7 +542,7 @@ def test_on_a_public_app_a_typed_llm_url_gets_a_client_that_stays_off_private_ne
 
 def test_the_status_line_never_shows_a_password_in_the_servers_base_url(tmp_path):
     from hugginggpt.config import Settings
-    from webui.chat import ChatApp, LLMChoice
+    from webui.chat.engine import ChatApp, LLMChoice
 
     chat = ChatApp(
         Settings(llm_base_url="http://op:pw-secret@127.0.0.1:9/v1", workdir=str(tmp_path / "ws")),
@@ -554,7 +554,7 @@ def test_the_status_line_never_shows_a_password_in_the_servers_base_url(tmp_path
 
 
 def test_on_a_public_app_visitors_pick_only_the_operators_local_models(tmp_path):
-    from webui.chat import ChatApp, LLMChoice
+    from webui.chat.engine import ChatApp, LLMChoice
 
     settings = Settings(workdir=str(tmp_path / "ws"), allowed_local_llms=("tiny/chat",))
     public = ChatApp(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint(), public_llm_only=True)
@@ -567,7 +567,7 @@ def test_on_a_public_app_visitors_pick_only_the_operators_local_models(tmp_path)
 
 
 def test_a_secret_in_the_base_urls_query_never_reaches_the_status_line(tmp_path):
-    from webui.chat import ChatApp, LLMChoice
+    from webui.chat.engine import ChatApp, LLMChoice
 
     settings = Settings(
         workdir=str(tmp_path / "ws"), llm_base_url="https://u:pw@llm.example/v1?api-key=sk-q1"
@@ -622,7 +622,7 @@ def test_two_visitors_on_trickling_llm_servers_do_not_slow_a_third(tmp_path):
 def test_leaving_the_page_mid_run_ends_the_work_without_a_crash_or_a_file_left(llm_server, tmp_path, caplog):
     """A model that ignores Stop finishes after the page is gone: no LLM call follows, nothing it
     writes stays, and the log has no crash."""
-    from webui.chat import ChatApp, LLMChoice
+    from webui.chat.engine import ChatApp, LLMChoice
 
     endpoint = FakeEndpoint(duration=1.0)  # does not look at the stop signal
     chat = ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=FAKE_CATALOG, endpoint=endpoint)
@@ -647,7 +647,7 @@ def test_leaving_the_page_mid_run_ends_the_work_without_a_crash_or_a_file_left(l
 
 
 def test_with_no_llm_configured_and_no_network_the_first_message_says_what_to_set(tmp_path):
-    from webui.chat import CONFIGURE_HINT, ChatApp, LLMChoice
+    from webui.chat.engine import CONFIGURE_HINT, ChatApp, LLMChoice
 
     settings = Settings(workdir=str(tmp_path / "ws"), local_llm_model="nobody/not-downloaded")
     chat = ChatApp(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint())
@@ -668,7 +668,7 @@ def test_sign_in_with_hugging_face_uses_gradios_oauth_and_the_visitors_token(
     visitor's token is what their hosted calls carry; the server's own token stays for the others."""
     import gradio.oauth
 
-    from webui.chat import ChatApp
+    from webui.chat.engine import ChatApp
 
     monkeypatch.setenv("HF_TOKEN", "hf_server_token")
     monkeypatch.setattr(
@@ -695,7 +695,7 @@ def test_sign_in_with_hugging_face_uses_gradios_oauth_and_the_visitors_token(
 
 
 def test_refused_catalog_entries_show_in_the_status_line(tmp_path):
-    from webui.chat import ChatApp, LLMChoice
+    from webui.chat.engine import ChatApp, LLMChoice
 
     mine = tmp_path / "mine.yaml"
     mine.write_text("- {id: a, task: make-coffee}\n- {id: b, task: summarization, extra: 1}\n")

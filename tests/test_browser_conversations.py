@@ -10,7 +10,7 @@ import pytest
 from app_support import app_settings, fake_catalog, photo, running_app
 from test_browser import SCREENSHOTS, _browser_or_skip, chromium, open_app
 
-STORED = "() => localStorage.getItem('hugginggpt')"  # this browser's store (webui.saved), encrypted
+STORED = "() => localStorage.getItem('hugginggpt')"  # this browser's store (webui.page.saved), encrypted
 SERVED = "#chat img[src*='/gradio_api/file=']"  # the photo and the drawing
 
 

@@ -1,5 +1,5 @@
-"""Every controller-LLM call of a public app's visitor is charged before it is made (webui.token_budget,
-webui.charged_llm), on every path: parallel chat requests, the re-run actions, stopped answers. The
+"""Every controller-LLM call of a public app's visitor is charged before it is made (webui.host.token_budget,
+webui.host.charged_llm), on every path: parallel chat requests, the re-run actions, stopped answers. The
 real chat logic and the real openai client against the fake LLM server on 127.0.0.1."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from app_support import app_settings, fake_catalog, photo
 from fakes.endpoints import FakeEndpoint
 from fakes.llm_server import Reply
 
-from webui import review_chat
-from webui.chat import ChatApp, LLMChoice
+from webui.chat import review_chat
+from webui.chat.engine import ChatApp, LLMChoice
 
 BUDGET = 3000
 VISITOR = "10.0.0.1"

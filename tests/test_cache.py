@@ -15,16 +15,16 @@ from fakes.endpoints import FakeEndpoint, cards
 from fakes.llm_server import FakeLLMServer
 
 import models_local
-from hugginggpt.artifacts import Artifact
-from hugginggpt.cache import CachingEndpoint, ResultCache
 from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.config import Settings
 from hugginggpt.endpoints import Call, LocalEndpoint
-from hugginggpt.events import TaskFinished
-from hugginggpt.llm_openai import OpenAICompatibleLLM
-from hugginggpt.pipeline import Pipeline
-from hugginggpt.steps import collect
-from hugginggpt.workspace import Workspace
+from hugginggpt.files.artifacts import Artifact
+from hugginggpt.files.workspace import Workspace
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
+from hugginggpt.run.cache import CachingEndpoint, ResultCache
+from hugginggpt.run.events import TaskFinished
+from hugginggpt.run.pipeline import Pipeline
+from hugginggpt.run.steps import collect
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ModelCard(id="acme/m", task="image-to-text")
@@ -101,8 +101,8 @@ def test_a_damaged_entry_is_a_miss_and_goes(tmp_path):
 WRITER = """
 import sys
 from pathlib import Path
-from hugginggpt.artifacts import Artifact
-from hugginggpt.cache import ResultCache
+from hugginggpt.files.artifacts import Artifact
+from hugginggpt.run.cache import ResultCache
 
 root, budget, prefix, n = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 cache = ResultCache(Path(root), budget)  # its own object, as separate pipelines and processes have

@@ -1,6 +1,6 @@
 """Callers by network: 25 addresses of one IPv6 /64 are one caller for every per-caller cap; a
 message that runs nothing takes no conversation place; a full table lets go of conversations that
-never ran a request first. The real chat logic and its admission (webui.host), the fake LLM server."""
+never ran a request first. The real chat logic and its admission (webui.host.host), the fake LLM server."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from app_support import app_settings, fake_catalog
 from fakes.endpoints import FakeEndpoint
 
-from webui.callers import Callers
-from webui.chat import ChatApp, LLMChoice
-from webui.conversations import TableFull
+from webui.chat.conversations import TableFull
+from webui.chat.engine import ChatApp, LLMChoice
+from webui.host.callers import Callers
 
 HOUSEHOLD = [f"2001:db8:1:2::{n:x}" for n in range(1, 26)]  # 25 addresses in one /64
 

@@ -12,7 +12,7 @@ from hugginggpt.catalog.indexed_file import IndexedFile, write_indexed
 from hugginggpt.catalog.model_catalog import SHIPPED
 from hugginggpt.catalog.prompt import estimate_tokens
 from hugginggpt.catalog.rules import LOCAL_LIBRARIES
-from hugginggpt.cli import parser, settings_from_args
+from hugginggpt.commands.cli import parser, settings_from_args
 from hugginggpt.config import ENV_NAMES
 from hugginggpt.factory import build_catalog
 from hugginggpt.tasks import CONTROLS, TASKS

@@ -114,7 +114,7 @@ def test_bad_usage_exits_2(args, words):
 def test_broken_config_file_or_workdir_is_bad_usage_not_a_traceback(tmp_path):
     from io import StringIO
 
-    from hugginggpt.cli import main
+    from hugginggpt.commands.cli import main
 
     broken = tmp_path / "broken.yaml"
     broken.write_text("top_k: [\n")
@@ -135,7 +135,7 @@ def test_broken_config_file_or_workdir_is_bad_usage_not_a_traceback(tmp_path):
 def test_unparsable_llm_base_url_is_bad_usage(tmp_path):
     from io import StringIO
 
-    from hugginggpt.cli import main
+    from hugginggpt.commands.cli import main
 
     out, err = StringIO(), StringIO()
     assert (
@@ -196,8 +196,8 @@ def test_the_terminal_output_reads_cleanly(catalog_file, tmp_path):
 
 
 def test_a_plan_ready_for_review_is_not_reported_as_done():
-    from hugginggpt.events import Done, Outcome
-    from hugginggpt.progress import describe
+    from hugginggpt.commands.progress import describe
+    from hugginggpt.run.events import Done, Outcome
 
     calls = {"llm_calls": [{}, {}]}
     assert describe(Done(Outcome.PLANNED, trace=calls), ROOT) == "[plan] ready: 2 LLM call(s)"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fakes.llm_server import FakeLLMServer
 
-from hugginggpt.cli import main
+from hugginggpt.commands.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAN = [

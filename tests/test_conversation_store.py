@@ -13,12 +13,12 @@ from fakes.endpoints import FakeEndpoint, cards
 
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings, load_settings
-from hugginggpt.workspace import Workspace
-from webui import saved
-from webui.browser_secret import browser_secret
-from webui.chat import ChatApp, LLMChoice
-from webui.conversation_store import ConversationStore, max_bytes, retention_hours, work_folder
-from webui.files import Publisher
+from hugginggpt.files.workspace import Workspace
+from webui.chat.conversation_store import ConversationStore, max_bytes, retention_hours, work_folder
+from webui.chat.engine import ChatApp, LLMChoice
+from webui.chat.files import Publisher
+from webui.page import saved
+from webui.page.browser_secret import browser_secret
 
 CATALOG = Catalog(
     cards(
@@ -171,7 +171,7 @@ def test_the_same_file_given_twice_is_stored_once(tmp_path):
 
 
 def test_the_table_removes_expired_conversations_while_the_app_runs(tmp_path):
-    from webui.conversations import SWEEP_SECONDS, ConversationTable
+    from webui.chat.conversations import SWEEP_SECONDS, ConversationTable
 
     now = [1000.0]
     store = ConversationStore(tmp_path / "c", retention_seconds=60, clock=lambda: now[0])
@@ -228,7 +228,7 @@ def test_the_disk_cap_removes_the_least_recently_updated_conversations_first(tmp
 
 
 def test_the_table_trims_after_a_save_never_an_open_conversation_and_forgets_its_results(tmp_path):
-    from webui.conversations import ConversationTable
+    from webui.chat.conversations import ConversationTable
 
     store = ConversationStore(tmp_path / "c", retention_seconds=86400, max_bytes=5_000)
     forgotten: list[str] = []

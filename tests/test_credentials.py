@@ -15,12 +15,12 @@ from fakes.llm_server import FakeLLMServer
 
 from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.catalog.userfile import read_user_file
-from hugginggpt.cli import main
+from hugginggpt.commands.cli import main
 from hugginggpt.endpoints import Call, HostedEndpoint, ModelUnavailable
-from hugginggpt.llm import LLMError
-from hugginggpt.llm_openai import OpenAICompatibleLLM
-from hugginggpt.plan import Plan, Task
-from hugginggpt.planfile import Edit, PlanFileError, apply_edits, given_plan
+from hugginggpt.llms.interface import LLMError
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
+from hugginggpt.stages.plan import Plan, Task
+from hugginggpt.stages.planfile import Edit, PlanFileError, apply_edits, given_plan
 
 CANARY = "hf_canaryCANARYcanaryCANARYcanary0123"
 
@@ -69,7 +69,7 @@ def test_a_hub_like_id_that_is_a_folder_here_is_refused(tmp_path, monkeypatch):
 
 
 def test_a_trace_naming_a_url_as_model_is_refused_when_loaded(evil):
-    from hugginggpt.traces import plan_from_trace
+    from hugginggpt.run.traces import plan_from_trace
 
     trace = {
         "plan": text_plan().to_json(),

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from fakes.llm_server import FakeLLMServer, Reply
 
-from hugginggpt.cli import main
-from hugginggpt.llm import LLMError, LLMLimits
-from hugginggpt.llm_openai import OpenAICompatibleLLM
+from hugginggpt.commands.cli import main
+from hugginggpt.llms.interface import LLMError, LLMLimits
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
 
 TRICKLE = Reply('{"tasks": []}', trickle=0.2)  # about 500 bytes: 100 s to the end
 

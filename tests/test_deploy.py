@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from hugginggpt import metrics
+from hugginggpt.observability import metrics
 from models_local.serve.metrics import ServerMetrics
 
 DEPLOY = Path(__file__).parent.parent / "deploy"

@@ -21,13 +21,13 @@ from fakes.llm_server import FakeLLMServer
 
 from hugginggpt.catalog import ModelCard
 from hugginggpt.endpoints import LocalEndpoint
-from hugginggpt.events import Phase, TaskFinished, TaskProgress
-from hugginggpt.execute import ExecutionSettings, RunContext
-from hugginggpt.plan import parse_plan
-from hugginggpt.selection import Choice
-from hugginggpt.task_graph import execute_steps
-from hugginggpt.task_progress import ProgressEvents
-from hugginggpt.workspace import Workspace
+from hugginggpt.files.workspace import Workspace
+from hugginggpt.run.events import Phase, TaskFinished, TaskProgress
+from hugginggpt.run.task_graph import execute_steps
+from hugginggpt.run.task_progress import ProgressEvents
+from hugginggpt.stages.execute import ExecutionSettings, RunContext
+from hugginggpt.stages.plan import parse_plan
+from hugginggpt.stages.selection import Choice
 
 ROOT = Path(__file__).resolve().parent.parent
 REPO = "acme/tiny-progress-bert"

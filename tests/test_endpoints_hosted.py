@@ -13,7 +13,6 @@ import soundfile as sf
 from fakes.hf_inference_server import FakeHFServer, Fault, loopback_only
 from PIL import Image
 
-from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
 from hugginggpt.endpoints import (
     Call,
@@ -23,6 +22,7 @@ from hugginggpt.endpoints import (
     ModelUnavailable,
     build_endpoint,
 )
+from hugginggpt.files.artifacts import Artifact
 from hugginggpt.tasks import TASKS
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from fakes.hf_inference_server import FakeHFServer, loopback_only
 
-from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
+from hugginggpt.costs.limits import Limits, why_not
 from hugginggpt.endpoints import (
     Call,
     Endpoint,
@@ -24,7 +24,7 @@ from hugginggpt.endpoints import (
     build_endpoint,
 )
 from hugginggpt.endpoints.base import Footprint
-from hugginggpt.limits import Limits, why_not
+from hugginggpt.files.artifacts import Artifact
 
 CARD = ModelCard(id="acme/model", task="summarization")
 
@@ -316,8 +316,8 @@ def test_a_routes_footprint_is_the_worst_of_its_fallbacks_so_limits_hold_on_each
 
 def test_the_result_says_which_backend_answered_through_the_run_wrappers(tmp_path):
     """One typed result from every layer: the router's backend, or the cache when no model ran."""
-    from hugginggpt.cache import CachingEndpoint, ResultCache
     from hugginggpt.endpoints.observed import ObservedEndpoint
+    from hugginggpt.run.cache import CachingEndpoint, ResultCache
 
     local, hosted = Recording("local", error=EndpointError("boom")), Recording("hosted")
     stack = ObservedEndpoint(

@@ -14,14 +14,14 @@ from fakes.llm_server import FakeLLMServer
 
 import models_local
 from hugginggpt.catalog import Catalog, ModelCard
-from hugginggpt.cli import main
+from hugginggpt.commands.cli import main
 from hugginggpt.config import Settings, load_settings
+from hugginggpt.costs.estimate import Estimator
 from hugginggpt.endpoints import Call, LocalEndpoint
-from hugginggpt.estimate import Estimator
-from hugginggpt.events import Done, ErrorKind, Outcome, PickSource
-from hugginggpt.llm_openai import OpenAICompatibleLLM
-from hugginggpt.pipeline import Pipeline
-from hugginggpt.workspace import Workspace
+from hugginggpt.files.workspace import Workspace
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
+from hugginggpt.run.events import Done, ErrorKind, Outcome, PickSource
+from hugginggpt.run.pipeline import Pipeline
 from models_local.sizing import folder_size
 
 GB = 10**9
@@ -295,7 +295,7 @@ def test_catalog_refresh_stores_the_size_the_runtime_downloads_and_the_licence(t
 
 
 def test_a_visitor_may_tighten_the_servers_limits_but_not_loosen_them():
-    from webui.session_settings import LLMChoice, merge_settings
+    from webui.host.session_settings import LLMChoice, merge_settings
 
     server = Settings(max_model_gb=4.0, licenses=("mit", "apache-2.0"))
     tighter = merge_settings(server, LLMChoice(max_model_gb=1.0, licenses="mit"), public=True)

@@ -15,7 +15,7 @@ from hugginggpt.eval.convert import plan_to_taskbench, taskbench_links, taskbenc
 from hugginggpt.eval.data import DataError, load_dataset, parse_gold
 from hugginggpt.eval.mapping import TASKBENCH_TO_PROJECT, to_project, to_taskbench
 from hugginggpt.eval.metrics import METRICS, aggregate, evaluate_groups, score_sample
-from hugginggpt.plan import Plan, Task
+from hugginggpt.stages.plan import Plan, Task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "taskbench"
 QUALITY = [k for k, _, _ in METRICS if not k.endswith(("_share", "_mean")) or k.endswith("f1_mean")]

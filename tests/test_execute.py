@@ -6,14 +6,14 @@ import time
 import pytest
 from fakes.endpoints import FakeEndpoint, cards
 
-from hugginggpt import steps
-from hugginggpt.events import PickSource, Stage, StageStarted, TaskFailed, TaskSkipped, TaskStarted
-from hugginggpt.execute import ExecutionSettings, RunContext
-from hugginggpt.plan import parse_plan
-from hugginggpt.records import TaskStatus
-from hugginggpt.selection import Choice
-from hugginggpt.task_graph import execute_steps
-from hugginggpt.workspace import Workspace
+from hugginggpt.files.workspace import Workspace
+from hugginggpt.run import steps
+from hugginggpt.run.events import PickSource, Stage, StageStarted, TaskFailed, TaskSkipped, TaskStarted
+from hugginggpt.run.records import TaskStatus
+from hugginggpt.run.task_graph import execute_steps
+from hugginggpt.stages.execute import ExecutionSettings, RunContext
+from hugginggpt.stages.plan import parse_plan
+from hugginggpt.stages.selection import Choice
 
 
 @pytest.fixture

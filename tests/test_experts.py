@@ -10,7 +10,6 @@ import pytest
 from experts_support import stdio_command
 from PIL import Image
 
-from hugginggpt.artifacts import ArtifactKind
 from hugginggpt.catalog import load_catalog
 from hugginggpt.catalog.__main__ import main
 from hugginggpt.catalog.tools import fingerprint
@@ -18,6 +17,7 @@ from hugginggpt.endpoints import McpToolEndpoint, SpaceEndpoint
 from hugginggpt.endpoints.base import Call, Credentials, EndpointError, Stopped
 from hugginggpt.endpoints.mcp_loop import TimedOut
 from hugginggpt.endpoints.mcp_tool import ToolChanged, credentials
+from hugginggpt.files.artifacts import ArtifactKind
 
 
 def added(tmp_path, *args):
@@ -224,7 +224,7 @@ def test_no_hf_token_reaches_an_mcp_server_off_hugging_face(mcp_http, tmp_path, 
 
 
 def test_a_tools_own_words_reach_the_planner_only_quoted_and_capped(mcp_http, tmp_path):
-    from hugginggpt.planner import planning_messages
+    from hugginggpt.stages.planner import planning_messages
 
     added(tmp_path, "add-mcp", mcp_http.url, "--tool", "polite")
     system = planning_messages("hello")[0]["content"]
@@ -246,10 +246,10 @@ def test_a_plan_mixing_a_local_model_a_space_and_an_mcp_tool_runs_with_the_image
     from hugginggpt.catalog import ModelCard
     from hugginggpt.config import Settings
     from hugginggpt.endpoints import RoutedEndpoint, build_backends
-    from hugginggpt.events import Done, TaskFinished
-    from hugginggpt.llm_openai import OpenAICompatibleLLM
-    from hugginggpt.pipeline import Pipeline
-    from hugginggpt.workspace import Workspace
+    from hugginggpt.files.workspace import Workspace
+    from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
+    from hugginggpt.run.events import Done, TaskFinished
+    from hugginggpt.run.pipeline import Pipeline
 
     out = tmp_path / "tools.jsonl"
     assert main(["add-space", space_url, "--api", "sketch", "--out", str(out)]) == 0
@@ -326,10 +326,10 @@ def test_a_hanging_tool_fails_its_attempt_and_the_next_candidate_answers(space_u
 
     from hugginggpt.config import Settings
     from hugginggpt.endpoints import RoutedEndpoint, build_backends
-    from hugginggpt.events import Done, TaskFailed, TaskFinished
-    from hugginggpt.llm_openai import OpenAICompatibleLLM
-    from hugginggpt.pipeline import Pipeline
-    from hugginggpt.workspace import Workspace
+    from hugginggpt.files.workspace import Workspace
+    from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
+    from hugginggpt.run.events import Done, TaskFailed, TaskFinished
+    from hugginggpt.run.pipeline import Pipeline
 
     out = tmp_path / "tools.jsonl"
     assert main(["add-space", space_url, "--api", "sketch", "--out", str(out)]) == 0

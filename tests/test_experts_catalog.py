@@ -109,7 +109,7 @@ def tool_card(tmp_path, **changes):
 
 
 def test_the_result_cache_keys_on_the_tools_hash(tmp_path):
-    from hugginggpt.cache import ResultCache
+    from hugginggpt.run.cache import ResultCache
 
     cache = ResultCache(tmp_path / "cache", 10**6)
 
@@ -121,8 +121,8 @@ def test_the_result_cache_keys_on_the_tools_hash(tmp_path):
 
 
 def test_a_tool_of_unknown_licence_is_left_out_under_licenses(tmp_path):
+    from hugginggpt.costs.limits import Limits, why_not
     from hugginggpt.endpoints.base import Footprint
-    from hugginggpt.limits import Limits, why_not
 
     limits = Limits(licenses=frozenset({"mit"}))
     card = tool_card(tmp_path)
@@ -131,7 +131,7 @@ def test_a_tool_of_unknown_licence_is_left_out_under_licenses(tmp_path):
 
 
 def test_a_plan_file_names_a_tool_by_its_entry_id(tmp_path):
-    from hugginggpt.planfile import given_plan
+    from hugginggpt.stages.planfile import given_plan
 
     card = tool_card(tmp_path)
     catalog = load_catalog([next(tmp_path.glob("*.jsonl"))], shipped=None)
@@ -143,7 +143,7 @@ def test_a_plan_file_names_a_tool_by_its_entry_id(tmp_path):
 
 
 def test_tool_progress_reads_as_its_own_steps():
-    from hugginggpt.task_progress import ProgressEvents, words
+    from hugginggpt.run.task_progress import ProgressEvents, words
 
     posted = []
     ProgressEvents(1, "hang", "mcp:s/hang", posted.append)("run", 3, 10)
@@ -157,7 +157,7 @@ def test_the_app_forwards_the_visitors_ip_token_to_space_tools():
     from gradio.context import LocalContext
 
     from hugginggpt.config import Settings
-    from webui.chat import ChatApp
+    from webui.chat.engine import ChatApp
 
     def visitor_context(headers):
         LocalContext.request.set(SimpleNamespace(headers=headers))

@@ -9,23 +9,23 @@ import pytest
 from fakes.endpoints import FakeEndpoint, cards
 from fakes.llm_server import FakeLLMServer, Reply
 
-from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import Catalog
+from hugginggpt.commands.terminal import result_json
 from hugginggpt.config import Settings
 from hugginggpt.endpoints import Result
-from hugginggpt.events import Done, ErrorKind, Outcome, TaskSkipped
-from hugginggpt.execute import RunContext
-from hugginggpt.llm import LLMError, LLMLimits
-from hugginggpt.llm_openai import OpenAICompatibleLLM
-from hugginggpt.pipeline import Pipeline
-from hugginggpt.plan import Plan, Task
-from hugginggpt.records import TaskStatus
-from hugginggpt.respond import missing_files
-from hugginggpt.selection import Choice
-from hugginggpt.steps import collect, drain
-from hugginggpt.task_graph import execute_steps
-from hugginggpt.terminal import result_json
-from hugginggpt.workspace import Workspace
+from hugginggpt.files.artifacts import Artifact
+from hugginggpt.files.workspace import Workspace
+from hugginggpt.llms.interface import LLMError, LLMLimits
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
+from hugginggpt.run.events import Done, ErrorKind, Outcome, TaskSkipped
+from hugginggpt.run.pipeline import Pipeline
+from hugginggpt.run.records import TaskStatus
+from hugginggpt.run.steps import collect, drain
+from hugginggpt.run.task_graph import execute_steps
+from hugginggpt.stages.execute import RunContext
+from hugginggpt.stages.plan import Plan, Task
+from hugginggpt.stages.respond import missing_files
+from hugginggpt.stages.selection import Choice
 
 CATALOG = Catalog(cards(("tts", "text-to-speech", 10), ("sum", "summarization", 10)))
 TTS_PLAN = '{"tasks": [{"task": "text-to-speech", "id": 0, "dep": [-1], "args": {"text": "%s"}}]}'

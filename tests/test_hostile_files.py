@@ -13,7 +13,7 @@ import pytest
 from hugginggpt.catalog import Catalog
 from hugginggpt.catalog.userfile import read_user_file
 from hugginggpt.config import load_settings
-from hugginggpt.planfile import PlanFileError, given_plan, read_plan_file
+from hugginggpt.stages.planfile import PlanFileError, given_plan, read_plan_file
 
 ROOT = Path(__file__).resolve().parent.parent
 DEEP = "[" * 100_000 + "]" * 100_000  # 200 kB
@@ -37,7 +37,7 @@ def test_a_deeply_nested_plan_file_is_refused_with_exit_code_2(tmp_path):
 
 
 def test_a_deeply_nested_trace_is_refused_by_replay_with_exit_code_2(tmp_path):
-    from hugginggpt.replay import main
+    from hugginggpt.commands.replay import main
 
     trace = tmp_path / "trace.json"
     trace.write_text('{"plan": ' + DEEP + "}")
@@ -70,7 +70,7 @@ HOSTILE_NAME = '<button id="pay">Pay</button> http://evil.example/login'
 
 
 def test_a_trace_whose_task_name_is_markup_is_refused_when_loaded():
-    from hugginggpt.traces import plan_from_trace
+    from hugginggpt.run.traces import plan_from_trace
 
     trace = {"plan": [{**PLAN[0], "task": HOSTILE_NAME}], "choices": {}}
     with pytest.raises(PlanFileError, match="task 0 of the trace has an unknown task type"):
@@ -80,7 +80,7 @@ def test_a_trace_whose_task_name_is_markup_is_refused_when_loaded():
 def test_the_review_form_shows_a_task_name_through_the_allow_list():
     import gradio as gr
 
-    from webui.review_panel import _task_fields
+    from webui.page.review_panel import _task_fields
 
     task = {"id": 0, "task": HOSTILE_NAME, "candidates": [], "model": "", "dep": "", "seed": ""}
     with gr.Blocks() as page:
@@ -96,12 +96,12 @@ def test_a_private_app_reached_through_a_proxy_warns_once(tmp_path, caplog):
     from fakes.endpoints import FakeEndpoint
     from fakes.llm_server import FakeLLMServer
 
-    with FakeLLMServer() as llm, caplog.at_level("WARNING", logger="webui.proxy_warning"):
+    with FakeLLMServer() as llm, caplog.at_level("WARNING", logger="webui.page.proxy_warning"):
         with running_app(
             app_settings(llm, tmp_path / "ws"), catalog=fake_catalog(), endpoint=FakeEndpoint()
         ) as demo:
             httpx.get(demo.local_url, timeout=30)  # no proxy: no warning
             for _ in range(3):
                 httpx.get(demo.local_url, headers={"X-Forwarded-For": "203.0.113.7"}, timeout=30)
-    [warning] = [r.getMessage() for r in caplog.records if r.name == "webui.proxy_warning"]
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "webui.page.proxy_warning"]
     assert "x-forwarded-for" in warning and "HUGGINGGPT_PUBLIC=1" in warning

@@ -3,9 +3,9 @@ candidate, named by the CLI's flag, the page's Settings field or the server's se
 
 import pytest
 
-from hugginggpt.choice import Excluded
-from hugginggpt.limits import Limits, refusal
-from webui.limit_words import for_page, for_server
+from hugginggpt.costs.limits import Limits, refusal
+from hugginggpt.stages.choice import Excluded
+from webui.host.limit_words import for_page, for_server
 
 
 def too_big(size: int) -> Excluded:

@@ -13,9 +13,10 @@ from fakes.endpoints import FakeEndpoint, cards
 
 from hugginggpt.catalog import Catalog
 from hugginggpt.endpoints import Stopped
-from webui import review_chat, saved
-from webui.chat import ChatApp, LLMChoice
-from webui.conversations import INTERRUPTED
+from webui.chat import review_chat
+from webui.chat.conversations import INTERRUPTED
+from webui.chat.engine import ChatApp, LLMChoice
+from webui.page import saved
 
 CATALOG = Catalog(
     cards(

@@ -15,12 +15,12 @@ import pytest
 from tiny_text_audio import TinyModels, llama_chat
 
 from hugginggpt import tasks as task_types
-from hugginggpt.llm import LLMLimits
-from hugginggpt.llm_local import LocalChatLLM
-from hugginggpt.plan import FileRules, PlanLimits, parse_plan
-from hugginggpt.plan_schema import plan_schema, selection_schema
-from hugginggpt.plan_stream import TaskScanner, read_task
-from hugginggpt.planner import make_plan
+from hugginggpt.llms.interface import LLMLimits
+from hugginggpt.llms.local import LocalChatLLM
+from hugginggpt.stages.plan import FileRules, PlanLimits, parse_plan
+from hugginggpt.stages.plan_schema import plan_schema, selection_schema
+from hugginggpt.stages.plan_stream import TaskScanner, read_task
+from hugginggpt.stages.planner import make_plan
 
 MESSAGES = [{"role": "system", "content": "plan"}, {"role": "user", "content": "caption 0.jpg"}]
 PLAN_SCHEMA = plan_schema(task_types.TASKS.values(), files=["0.jpg", "clip.wav"])

@@ -6,9 +6,9 @@ import pytest
 
 from hugginggpt.config import Settings
 from hugginggpt.factory import build_llm
-from hugginggpt.llm import LLMError
-from hugginggpt.llm_local import LocalChatLLM
-from hugginggpt.planner import make_plan
+from hugginggpt.llms.interface import LLMError
+from hugginggpt.llms.local import LocalChatLLM
+from hugginggpt.stages.planner import make_plan
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello world"}]
 

@@ -152,14 +152,14 @@ def test_every_counter_label_is_there_at_zero_and_openmetrics_carries_the_trace_
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from hugginggpt import metrics, telemetry
     from hugginggpt.catalog import Catalog
     from hugginggpt.config import Settings
-    from hugginggpt.events import ErrorKind
-    from hugginggpt.llm_openai import OpenAICompatibleLLM
-    from hugginggpt.pipeline import Pipeline
+    from hugginggpt.files.workspace import Workspace
+    from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
+    from hugginggpt.observability import metrics, telemetry
+    from hugginggpt.run.events import ErrorKind
+    from hugginggpt.run.pipeline import Pipeline
     from hugginggpt.tasks import TASKS
-    from hugginggpt.workspace import Workspace
 
     classic, content_type = metrics.render()
     assert content_type.startswith("text/plain")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from hugginggpt.events import AnswerDelta, Done, Outcome, Stage, StageStarted
-from hugginggpt.observe import Observer, observed
+from hugginggpt.observability.observers import Observer, observed
+from hugginggpt.run.events import AnswerDelta, Done, Outcome, Stage, StageStarted
 
 
 class Recorder(Observer):

@@ -15,8 +15,8 @@ import pytest
 from app_support import app_settings, photo, running_app
 from PIL import Image
 
-from hugginggpt.events import Done, Outcome
-from hugginggpt.terminal import result_json
+from hugginggpt.commands.terminal import result_json
+from hugginggpt.run.events import Done, Outcome
 
 KEYS = ("key-one", "key-two")
 

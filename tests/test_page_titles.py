@@ -1,7 +1,7 @@
 """Two conversations never share a title in the page's list (issue 34): a repeated title gets a
 number, the oldest keeping the bare one, so the list reads the same as conversations are added."""
 
-from webui.page import unique_titles
+from webui.page.handlers import unique_titles
 
 
 def test_repeated_titles_get_numbers_the_oldest_keeps_the_bare_title():

@@ -23,13 +23,13 @@ import pytest
 from fakes.endpoints import FakeEndpoint, cards
 from fakes.llm_server import FakeLLMServer
 
-from hugginggpt import telemetry
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
-from hugginggpt.events import Done, StageStarted
-from hugginggpt.llm_openai import OpenAICompatibleLLM
-from hugginggpt.pipeline import Pipeline
-from hugginggpt.workspace import Workspace
+from hugginggpt.files.workspace import Workspace
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
+from hugginggpt.observability import telemetry
+from hugginggpt.run.events import Done, StageStarted
+from hugginggpt.run.pipeline import Pipeline
 
 PROJECT = "hugginggpt-test"
 PLAN = '{"tasks": [{"task": "summarization", "id": 0, "args": {"text": "a b c"}}]}'

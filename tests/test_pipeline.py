@@ -9,7 +9,9 @@ from fakes.serving import serve_in_thread
 
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
-from hugginggpt.events import (
+from hugginggpt.files.workspace import Workspace
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
+from hugginggpt.run.events import (
     AnswerDelta,
     Done,
     ModelSelected,
@@ -21,9 +23,7 @@ from hugginggpt.events import (
     TaskFinished,
     TaskStarted,
 )
-from hugginggpt.llm_openai import OpenAICompatibleLLM
-from hugginggpt.pipeline import Pipeline
-from hugginggpt.workspace import Workspace
+from hugginggpt.run.pipeline import Pipeline
 
 CATALOG = Catalog(
     cards(
@@ -398,7 +398,7 @@ def test_a_pick_with_a_null_reason_is_not_shown_as_none(server, photo, tmp_path)
 
 
 def test_a_web_address_in_the_answer_is_not_called_a_missing_file(server, photo, tmp_path):
-    from hugginggpt.respond import missing_files
+    from hugginggpt.stages.respond import missing_files
 
     ws = Workspace(tmp_path / "c")
     answer = "The picture at https://example.com/pets/cat.png shows a cat; outputs/x/ghost.png was not made."
@@ -408,7 +408,7 @@ def test_a_web_address_in_the_answer_is_not_called_a_missing_file(server, photo,
 def test_a_base_url_that_answers_with_a_web_page_is_a_clear_llm_error(tmp_path):
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from hugginggpt.llm import LLMError
+    from hugginggpt.llms.interface import LLMError
 
     class WebPage(BaseHTTPRequestHandler):  # e.g. a chat UI's address typed instead of its API's
         def log_message(self, *a):

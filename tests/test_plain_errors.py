@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from hugginggpt.plain_errors import in_words
-from webui.uploads import check_upload
+from webui.host.uploads import check_upload
 
 
 def test_common_failures_read_as_words_not_class_names(tmp_path):

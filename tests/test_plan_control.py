@@ -9,15 +9,15 @@ import pytest
 from fakes.endpoints import FakeEndpoint, cards
 from fakes.llm_server import FakeLLMServer
 
-from hugginggpt.cache import ResultCache
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
-from hugginggpt.events import ErrorKind, ModelSelected, Outcome, PickSource, TaskFinished
-from hugginggpt.llm_openai import OpenAICompatibleLLM
-from hugginggpt.pipeline import Pipeline
-from hugginggpt.plan import Plan, Task
-from hugginggpt.planfile import Edit, PlanFileError, apply_edits, given_plan, problems_by_task, to_json
-from hugginggpt.workspace import Workspace
+from hugginggpt.files.workspace import Workspace
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
+from hugginggpt.run.cache import ResultCache
+from hugginggpt.run.events import ErrorKind, ModelSelected, Outcome, PickSource, TaskFinished
+from hugginggpt.run.pipeline import Pipeline
+from hugginggpt.stages.plan import Plan, Task
+from hugginggpt.stages.planfile import Edit, PlanFileError, apply_edits, given_plan, problems_by_task, to_json
 
 CATALOG = Catalog(
     cards(

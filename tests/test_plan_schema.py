@@ -1,4 +1,4 @@
-"""The typed schemas of the plan and the model choice (hugginggpt/plan_schema.py)."""
+"""The typed schemas of the plan and the model choice (hugginggpt/stages/plan_schema.py)."""
 
 import ast
 import json
@@ -10,10 +10,10 @@ from fakes.llm_server import FakeLLMServer
 
 from hugginggpt import prompts
 from hugginggpt import tasks as task_types
-from hugginggpt.llm_openai import OpenAICompatibleLLM
-from hugginggpt.plan import FileRules, PlanParseError, parse_plan
-from hugginggpt.plan_schema import plan_schema, selection_schema
-from hugginggpt.planner import make_plan, validate_unchecked_files
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
+from hugginggpt.stages.plan import FileRules, PlanParseError, parse_plan
+from hugginggpt.stages.plan_schema import plan_schema, selection_schema
+from hugginggpt.stages.planner import make_plan, validate_unchecked_files
 from hugginggpt.tasks import Arg, TaskSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,8 +144,8 @@ def test_model_selection_sends_the_typed_choice_schema_and_reads_the_pick():
     from fakes.endpoints import cards
 
     from hugginggpt.catalog import Catalog
-    from hugginggpt.plan import Plan, Task
-    from hugginggpt.selection import select_steps
+    from hugginggpt.stages.plan import Plan, Task
+    from hugginggpt.stages.selection import select_steps
 
     catalog = Catalog(cards(("det-big", "object-detection", 900), ("det-small", "object-detection", 500)))
     plan = Plan([Task(0, "object-detection", [], {"image": "a.jpg"})])

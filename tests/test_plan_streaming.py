@@ -1,4 +1,4 @@
-"""Streaming execution: tasks start while the LLM writes the plan (hugginggpt/streaming_run.py).
+"""Streaming execution: tasks start while the LLM writes the plan (hugginggpt/run/streaming_run.py).
 
 The fake LLM server streams the plan a few characters at a time, as a real server does; the
 scripted endpoint records when each model call starts and whether it was told to stop.
@@ -14,8 +14,11 @@ from fakes.endpoints import FakeEndpoint, cards
 from fakes.llm_server import FakeLLMServer, Reply
 
 from hugginggpt.catalog import Catalog
+from hugginggpt.commands.progress import describe
 from hugginggpt.config import Settings
-from hugginggpt.events import (
+from hugginggpt.files.workspace import Workspace
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
+from hugginggpt.run.events import (
     Done,
     ModelSelected,
     Outcome,
@@ -27,13 +30,10 @@ from hugginggpt.events import (
     TaskPlanned,
     TaskStarted,
 )
-from hugginggpt.llm_openai import OpenAICompatibleLLM
-from hugginggpt.pipeline import Pipeline
-from hugginggpt.plan import PlanLimits, Task
-from hugginggpt.plan_stream import TaskScanner
-from hugginggpt.progress import describe
-from hugginggpt.workspace import Workspace
-from webui.render import RunView
+from hugginggpt.run.pipeline import Pipeline
+from hugginggpt.stages.plan import PlanLimits, Task
+from hugginggpt.stages.plan_stream import TaskScanner
+from webui.chat.render import RunView
 
 CATALOG = Catalog(
     cards(
@@ -251,7 +251,7 @@ def test_a_plan_whose_later_part_is_invalid_keeps_done_tasks_and_stops_dropped_o
 
 
 def test_a_task_done_before_the_correction_is_served_from_the_cache_under_its_new_id(server, photo, tmp_path):
-    from hugginggpt.cache import ResultCache
+    from hugginggpt.run.cache import ResultCache
 
     wrong = task(1, "image-to-sound", {"image": "photo.png"})
     renumbered = {**CAPTION, "id": 7}
@@ -353,8 +353,8 @@ def test_a_task_that_fails_while_the_plan_streams_skips_what_needs_it(server, ph
 def test_the_chat_shows_a_task_running_while_the_llm_still_writes_the_plan(server, tmp_path):
     from PIL import Image
 
-    from webui.chat import ChatApp
-    from webui.session_settings import LLMChoice
+    from webui.chat.engine import ChatApp
+    from webui.host.session_settings import LLMChoice
 
     photo = tmp_path / "photo.png"
     Image.new("RGB", (16, 16), (90, 120, 200)).save(photo)

@@ -9,10 +9,10 @@ import yaml
 from fakes.llm_server import FakeLLMServer, Reply
 
 from hugginggpt import prompts
-from hugginggpt.llm import LLMError
-from hugginggpt.llm_openai import OpenAICompatibleLLM
-from hugginggpt.plan import FileRules, parse_plan, validate_plan
-from hugginggpt.planner import FileInfo, make_plan, planning_messages, trim_history
+from hugginggpt.llms.interface import LLMError
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
+from hugginggpt.stages.plan import FileRules, parse_plan, validate_plan
+from hugginggpt.stages.planner import FileInfo, make_plan, planning_messages, trim_history
 
 CORPUS = yaml.safe_load((Path(__file__).parent / "data" / "malformed_plans.yaml").read_text())
 RULES = FileRules(uploads=frozenset({"a.jpg"}))
@@ -170,7 +170,7 @@ def test_history_is_trimmed_to_budget_newest_kept():
 
 
 def test_reference_spellings_keep_the_text_around_them():
-    from hugginggpt.plan import normalize_references
+    from hugginggpt.stages.plan import normalize_references
 
     assert normalize_references("about <resource>-7 and <resource-2> or <GENERATED>-3, x") == (
         "about <resource>-7 and <resource>-2 or <resource>-3, x"

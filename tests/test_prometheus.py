@@ -29,8 +29,8 @@ from fakes.llm_server import FakeLLMServer, Reply
 from PIL import Image
 from serve_support import protocol_server
 
-from hugginggpt import telemetry
 from hugginggpt.catalog import Catalog
+from hugginggpt.observability import telemetry
 from hugginggpt.tasks import TASKS
 from models_local.serve import LocalBackend, ServerSettings, create_app
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from fakes.endpoints import FakeEndpoint
 
-from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
-from hugginggpt.events import (
+from hugginggpt.files.artifacts import Artifact
+from hugginggpt.run.events import (
     AnswerDelta,
     Done,
     ErrorKind,
@@ -28,13 +28,13 @@ from hugginggpt.events import (
     TaskSkipped,
     TaskStarted,
 )
-from hugginggpt.plan import Plan, Task
-from webui import saved
-from webui.plan_graph import plan_mermaid
-from webui.render import RunView, model_link, plan_markdown, user_messages
-from webui.safe_html import clean
-from webui.session_settings import LLMChoice
-from webui.settings_panel import field_problems, status_for
+from hugginggpt.stages.plan import Plan, Task
+from webui.chat.plan_graph import plan_mermaid
+from webui.chat.render import RunView, model_link, plan_markdown, user_messages
+from webui.chat.safe_html import clean
+from webui.host.session_settings import LLMChoice
+from webui.page import saved
+from webui.page.settings_panel import field_problems, status_for
 
 PLAN = Plan(
     [
@@ -313,7 +313,7 @@ def test_the_browser_store_keeps_keys_and_settings_only_and_drops_what_it_did_no
 
 
 def test_settings_problems_go_to_the_field_they_concern(tmp_path):
-    from webui.chat import ChatApp
+    from webui.chat.engine import ChatApp
 
     chat = ChatApp(Settings(workdir=str(tmp_path / "ws")), catalog=Catalog([]), endpoint=FakeEndpoint())
     choice = LLMChoice(base_url="ftp://x", model="m", inference="local", top_k=5)
@@ -333,7 +333,7 @@ def test_settings_problems_go_to_the_field_they_concern(tmp_path):
 def test_a_page_left_mid_run_keeps_the_turn_it_showed_as_stopped(llm_server, tmp_path):
     from app_support import app_settings, photo
 
-    from webui.chat import ChatApp
+    from webui.chat.engine import ChatApp
 
     chat = ChatApp(
         app_settings(llm_server, tmp_path / "ws"),
@@ -360,7 +360,7 @@ def test_a_page_left_mid_run_keeps_the_turn_it_showed_as_stopped(llm_server, tmp
 
 
 def test_output_names_in_an_answer_become_links_where_the_file_exists():
-    from webui.answer_links import link_outputs
+    from webui.host.answer_links import link_outputs
 
     known = {"outputs/r1/task-1/cat.png": "u/cat.png"}
     text = "Drawn: `outputs/r1/task-1/cat.png`, read: outputs/r1/task-2/gone.wav."
@@ -370,9 +370,9 @@ def test_output_names_in_an_answer_become_links_where_the_file_exists():
 
 
 def test_when_a_run_ends_the_plan_shows_what_each_task_took_not_its_estimate():
-    from hugginggpt.estimate import Estimate
-    from hugginggpt.events import Estimated
-    from hugginggpt.records import TaskRecord, TaskStatus
+    from hugginggpt.costs.estimate import Estimate
+    from hugginggpt.run.events import Estimated
+    from hugginggpt.run.records import TaskRecord, TaskStatus
 
     view = RunView("r1")
     plan = Plan(

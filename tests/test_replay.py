@@ -11,7 +11,7 @@ import pytest
 from fakes.llm_server import FakeLLMServer
 from tiny_vision import draw_photo
 
-from hugginggpt.cli import main
+from hugginggpt.commands.cli import main
 from models_local.handlers import diffusion
 
 PLAN = [
@@ -85,7 +85,7 @@ def test_replay_reproduces_identical_outputs_with_no_planning_or_selection_call(
 
 
 def test_replay_runs_through_the_same_rerun_path_as_the_app(setup, monkeypatch):
-    from hugginggpt.pipeline import Pipeline
+    from hugginggpt.run.pipeline import Pipeline
 
     calls = []
     rerun = Pipeline.rerun

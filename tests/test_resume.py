@@ -10,12 +10,12 @@ from fakes.llm_server import FakeLLMServer, Reply
 
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
-from hugginggpt.events import Done, Outcome, TaskFinished
-from hugginggpt.journal import journal_path, read_journal, unfinished
-from hugginggpt.llm_openai import OpenAICompatibleLLM
-from hugginggpt.pipeline import Pipeline
-from hugginggpt.resume import resume
-from hugginggpt.workspace import Workspace
+from hugginggpt.files.workspace import Workspace
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
+from hugginggpt.run.events import Done, Outcome, TaskFinished
+from hugginggpt.run.journal import journal_path, read_journal, unfinished
+from hugginggpt.run.pipeline import Pipeline
+from hugginggpt.run.resume import resume
 
 CATALOG = Catalog(
     cards(
@@ -166,7 +166,7 @@ def test_a_finished_run_is_not_resumed(server, tmp_path):
 def test_the_resume_command_says_when_there_is_nothing_to_resume(server, tmp_path):
     import io
 
-    from hugginggpt.cli import main
+    from hugginggpt.commands.cli import main
 
     _, workspace, _ = first_run(server, tmp_path)
     out, err = io.StringIO(), io.StringIO()

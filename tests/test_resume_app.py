@@ -11,9 +11,10 @@ from fakes.endpoints import FakeEndpoint
 from test_live_runs import CATALOG, texts, wait_until
 
 from hugginggpt.endpoints import Stopped
-from hugginggpt.journal import journals
-from webui import interrupted, message_actions, resume_runs, saved
-from webui.chat import ChatApp, LLMChoice
+from hugginggpt.run.journal import journals
+from webui.chat import interrupted, resume_runs
+from webui.chat.engine import ChatApp, LLMChoice
+from webui.page import message_actions, saved
 
 
 @dataclass

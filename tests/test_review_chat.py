@@ -8,10 +8,10 @@ import pytest
 from app_support import app_settings, fake_catalog, photo
 from fakes.endpoints import FakeEndpoint
 
-from webui import review_chat
-from webui.chat import ChatApp, LLMChoice
-from webui.message_actions import options
-from webui.review_form import field_names
+from webui.chat import review_chat
+from webui.chat.engine import ChatApp, LLMChoice
+from webui.chat.review_form import field_names
+from webui.page.message_actions import options
 
 CATALOG = fake_catalog()
 
@@ -195,7 +195,7 @@ def test_only_media_a_task_drew_gets_a_new_seed_option(llm_server, tmp_path):
 
 
 def test_a_problem_quoting_the_plan_shows_its_words():
-    from webui.review_panel import _problems
+    from webui.page.review_panel import _problems
 
     shown = _problems(
         ["task 2 (text-to-speech): argument 'text' uses <resource>-0, which it does not wait for"]
@@ -205,7 +205,7 @@ def test_a_problem_quoting_the_plan_shows_its_words():
 
 
 def test_every_run_again_in_the_app_goes_through_the_cores_one_rerun_path(chat, tmp_path, monkeypatch):
-    from hugginggpt.pipeline import Pipeline
+    from hugginggpt.run.pipeline import Pipeline
 
     calls = []
     rerun = Pipeline.rerun

@@ -1,5 +1,5 @@
-"""Every way a visitor's run starts goes through the one entry (webui.run_entry): the chat, a re-run
-action, continuing a cut-off run, the OpenAI API's and MCP's calls (webui.calls). Each run is started
+"""Every way a visitor's run starts goes through the one entry (webui.host.run_entry): the chat, a re-run
+action, continuing a cut-off run, the OpenAI API's and MCP's calls (webui.doors.calls). Each run is started
 under a slot taken by the entry, with its LLM calls reserved in the token ledger. The real chat logic
 and the real openai client against the fake LLM server on 127.0.0.1."""
 
@@ -15,13 +15,14 @@ from fakes.endpoints import FakeEndpoint
 from test_live_runs import wait_until
 from test_resume_app import app, cut_off
 
-from hugginggpt.events import Done
-from hugginggpt.pipeline import Pipeline
-from webui import resume_runs, review_chat, run_entry
-from webui.calls import Calls, Credentials
-from webui.chat import ChatApp, LLMChoice
-from webui.slots import RunSlots
-from webui.token_budget import DailyTokens
+from hugginggpt.run.events import Done
+from hugginggpt.run.pipeline import Pipeline
+from webui.chat import resume_runs, review_chat
+from webui.chat.engine import ChatApp, LLMChoice
+from webui.doors.calls import Calls, Credentials
+from webui.host import run_entry
+from webui.host.slots import RunSlots
+from webui.host.token_budget import DailyTokens
 
 VISITOR = "10.0.0.7"
 

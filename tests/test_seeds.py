@@ -13,11 +13,11 @@ from fakes.llm_server import FakeLLMServer
 import models_local
 from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.endpoints import Call, HostedEndpoint
-from hugginggpt.llm_openai import OpenAICompatibleLLM
-from hugginggpt.pipeline import Pipeline
-from hugginggpt.plan import parse_plan
-from hugginggpt.seeds import derived_seed
-from hugginggpt.workspace import Workspace
+from hugginggpt.files.workspace import Workspace
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
+from hugginggpt.run.pipeline import Pipeline
+from hugginggpt.run.seeds import derived_seed
+from hugginggpt.stages.plan import parse_plan
 from models_local.handlers import diffusion
 
 

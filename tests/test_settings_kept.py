@@ -1,10 +1,10 @@
-"""What a browser saved of the Settings panel is read back valid (webui.settings_panel.restored):
+"""What a browser saved of the Settings panel is read back valid (webui.page.settings_panel.restored):
 every field kept, the limits too; a stored value that is not valid is corrected and said, never
 dropped silently."""
 
 from hugginggpt.config import Settings
-from webui import saved
-from webui.settings_panel import restored
+from webui.page import saved
+from webui.page.settings_panel import restored
 
 SERVER = Settings(top_k=5, inference="hybrid", max_model_gb=4.0, max_download_gb=0.0, licenses=("mit",))
 

@@ -2,7 +2,7 @@
 many there are (issue 34), never a key or a URL's credentials."""
 
 from hugginggpt.config import Settings
-from webui.status import status_line
+from webui.page.status import status_line
 
 
 def test_the_apps_own_endpoint_is_said_in_plain_words():

@@ -1,4 +1,4 @@
-"""The task graph (hugginggpt/task_graph.py): tasks added as they arrive, a start held until close,
+"""The task graph (hugginggpt/run/task_graph.py): tasks added as they arrive, a start held until close,
 tasks added finished (resume), one skip wording, warming in every path."""
 
 import threading
@@ -7,15 +7,15 @@ import pytest
 from fakes.endpoints import FakeEndpoint, cards
 from test_execute import CHAIN, choose, context
 
-from hugginggpt.artifacts import Artifact, ArtifactKind
 from hugginggpt.catalog import ModelCard
-from hugginggpt.events import TaskFinished, TaskSkipped, TaskStarted
-from hugginggpt.plan import Plan, Task
-from hugginggpt.records import TaskRecord, TaskStatus
-from hugginggpt.selection import Choice
-from hugginggpt.steps import drain
-from hugginggpt.task_graph import TaskGraph, execute_steps
-from hugginggpt.workspace import Workspace
+from hugginggpt.files.artifacts import Artifact, ArtifactKind
+from hugginggpt.files.workspace import Workspace
+from hugginggpt.run.events import TaskFinished, TaskSkipped, TaskStarted
+from hugginggpt.run.records import TaskRecord, TaskStatus
+from hugginggpt.run.steps import drain
+from hugginggpt.run.task_graph import TaskGraph, execute_steps
+from hugginggpt.stages.plan import Plan, Task
+from hugginggpt.stages.selection import Choice
 
 
 class WarmingEndpoint(FakeEndpoint):

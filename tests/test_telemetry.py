@@ -19,15 +19,15 @@ from PIL import Image
 from serve_support import protocol_server
 
 import models_local.telemetry
-from hugginggpt import telemetry
 from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.config import Settings
 from hugginggpt.endpoints import build_endpoint
-from hugginggpt.events import Done, Outcome, StageStarted
-from hugginggpt.llm_openai import OpenAICompatibleLLM
-from hugginggpt.pipeline import Pipeline
-from hugginggpt.steps import collect
-from hugginggpt.workspace import Workspace
+from hugginggpt.files.workspace import Workspace
+from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
+from hugginggpt.observability import telemetry
+from hugginggpt.run.events import Done, Outcome, StageStarted
+from hugginggpt.run.pipeline import Pipeline
+from hugginggpt.run.steps import collect
 from models_local.serve import LocalBackend, ServerSettings, create_app
 
 EDGES = "canny-control"

@@ -9,7 +9,7 @@ from app_support import app_settings, fake_catalog, photo, running_app
 from fakes.endpoints import FakeEndpoint
 from gradio_client import Client, handle_file
 
-from webui.token_budget import BudgetSpent, DailyTokens
+from webui.host.token_budget import BudgetSpent, DailyTokens
 
 
 def chat(url: str, text: str, image=None) -> str:

@@ -1,4 +1,4 @@
-"""The one trace reader (hugginggpt/traces.py): a trace file in, typed values out, and a clear
+"""The one trace reader (hugginggpt/run/traces.py): a trace file in, typed values out, and a clear
 ValueError for anything that is no trace that can run again."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from hugginggpt.bounded_file import FileRefused
 from hugginggpt.catalog import Catalog
-from hugginggpt.traces import read_trace
+from hugginggpt.files.bounded_file import FileRefused
+from hugginggpt.run.traces import read_trace
 
 TRACE = {
     "request_id": "r-1",

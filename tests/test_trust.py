@@ -7,9 +7,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from fakes.serving import serve_in_thread
 
-from hugginggpt import urlguard
-from hugginggpt.urlguard import URLRefused, check_url, fetch, is_public
-from hugginggpt.workspace import FileRefused, Workspace
+from hugginggpt.files import urlguard
+from hugginggpt.files.urlguard import URLRefused, check_url, fetch, is_public
+from hugginggpt.files.workspace import FileRefused, Workspace
 
 
 @pytest.fixture
@@ -246,8 +246,8 @@ class _Redirecting:
 
 
 def test_a_public_only_llm_client_never_reaches_a_private_address_by_redirect(monkeypatch):
-    from hugginggpt.llm import LLMError
-    from hugginggpt.llm_openai import OpenAICompatibleLLM
+    from hugginggpt.llms.interface import LLMError
+    from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
 
     monkeypatch.setattr(urlguard, "is_public", only_loopback)  # 127.0.0.1 plays the public internet
     servers = _Redirecting()
@@ -265,7 +265,7 @@ def test_a_public_only_llm_client_never_reaches_a_private_address_by_redirect(mo
 def test_a_public_only_llm_client_talks_to_public_servers(monkeypatch):
     from fakes.llm_server import FakeLLMServer
 
-    from hugginggpt.llm_openai import OpenAICompatibleLLM
+    from hugginggpt.llms.openai_compatible import OpenAICompatibleLLM
 
     monkeypatch.setattr(urlguard, "is_public", only_loopback)
     with FakeLLMServer() as server:

@@ -7,10 +7,11 @@ import pytest
 from app_support import app_settings, fake_catalog, photo
 from fakes.endpoints import FakeEndpoint
 
-from webui import review_chat, saved
-from webui.chat import ChatApp, LLMChoice
-from webui.message_actions import options
-from webui.turns import VERSION_ID, Turn, fold, opened
+from webui.chat import review_chat
+from webui.chat.engine import ChatApp, LLMChoice
+from webui.chat.turns import VERSION_ID, Turn, fold, opened
+from webui.page import saved
+from webui.page.message_actions import options
 
 CATALOG = fake_catalog()
 
@@ -118,7 +119,7 @@ def test_the_edited_last_plan_runs_in_place_and_a_reviewed_plan_is_a_turn(chat, 
 
 
 def review_chat_values(form):
-    from webui.review_form import field_names
+    from webui.chat.review_form import field_names
 
     out = []
     for task_id, name in field_names(form):

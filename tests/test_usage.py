@@ -8,10 +8,10 @@ import json
 
 from fakes.llm_server import FakeLLMServer
 
-from hugginggpt import cli
-from hugginggpt.llm import LLMCall
-from hugginggpt.llm import Usage as Tokens
-from hugginggpt.usage import Prices, Usage
+from hugginggpt.commands import cli
+from hugginggpt.llms.interface import LLMCall
+from hugginggpt.llms.interface import Usage as Tokens
+from hugginggpt.observability.usage import Prices, Usage
 
 
 def test_tokens_are_summed_by_stage_and_priced_per_million():

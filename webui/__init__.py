@@ -1,4 +1,3 @@
-"""The browser chat's logic, kept out of app.py: the page (page_layout, page, page_wiring),
-conversations (chat), event rendering (render, render_text), upload checks (uploads), ZeroGPU
-support (gpu) and the pages' Content-Security-Policy (headers). Imports gradio only where a page is
-built."""
+"""The web layer, kept out of app.py: host/ (what every way in shares), doors/ (the OpenAI-compatible
+API and MCP, over the host), chat/ (the chat engine over the host) and page/ (the Gradio page over the
+chat engine). Imports gradio only where a page is built; never models_local."""

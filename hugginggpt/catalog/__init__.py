@@ -4,8 +4,8 @@ Interface used by the rest of the controller: `ModelCard`, `Catalog.candidates()
 `prompt_lines()` (candidates rendered for the selection prompt within a token budget).
 """
 
-from .card import ModelCard
-from .model_catalog import Catalog, load_catalog
-from .prompt import prompt_lines
+from hugginggpt.catalog.card import ModelCard
+from hugginggpt.catalog.model_catalog import Catalog, load_catalog
+from hugginggpt.catalog.prompt import prompt_lines
 
 __all__ = ["Catalog", "ModelCard", "load_catalog", "prompt_lines"]

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..tasks import TASKS
+from hugginggpt.tasks import TASKS
 
 
 def default_out() -> Path:
@@ -20,7 +20,13 @@ def default_out() -> Path:
 def cmd_refresh(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .hub import HubUnreachable, default_tasks, fetch, other_tasks_lines, write_user_file
+    from hugginggpt.catalog.hub import (
+        HubUnreachable,
+        default_tasks,
+        fetch,
+        other_tasks_lines,
+        write_user_file,
+    )
 
     tasks = args.task or default_tasks()
     unknown = [t for t in tasks if t not in TASKS]
@@ -29,7 +35,7 @@ def cmd_refresh(args: argparse.Namespace) -> int:
         return 2
     from huggingface_hub import constants
 
-    from .hub import hub_queries
+    from hugginggpt.catalog.hub import hub_queries
 
     for task in tasks:
         if not hub_queries(task):
@@ -72,7 +78,7 @@ def cmd_refresh(args: argparse.Namespace) -> int:
 
 def _catalog_paths(args: argparse.Namespace) -> list[Path]:
     """$HUGGINGGPT_CATALOG (read with the other settings), then --catalog."""
-    from ..config import load_settings
+    from hugginggpt.config import load_settings
 
     return [Path(p) for p in (*load_settings().catalog_paths, *(args.catalog or []))]
 
@@ -80,9 +86,9 @@ def _catalog_paths(args: argparse.Namespace) -> list[Path]:
 def cmd_check(args: argparse.Namespace) -> int:
     from huggingface_hub import constants
 
-    from . import load_catalog
-    from .check import Wanted, check_models
-    from .hub import HubUnreachable
+    from hugginggpt.catalog import load_catalog
+    from hugginggpt.catalog.check import Wanted, check_models
+    from hugginggpt.catalog.hub import HubUnreachable
 
     unknown = [t for t in args.task or () if t not in TASKS]
     if unknown:
@@ -92,7 +98,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     for problem in catalog.problems:
         print(f"warning: {problem}", file=sys.stderr)
     if not args.task and not args.ids:  # the whole catalog, offline: does each entry do its task?
-        from .quality import missing_facts, problems
+        from hugginggpt.catalog.quality import missing_facts, problems
 
         found = problems(catalog)
         note = missing_facts(catalog)
@@ -138,7 +144,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from . import load_catalog, prompt_lines
+    from hugginggpt.catalog import load_catalog, prompt_lines
 
     catalog = load_catalog(_catalog_paths(args))
     for problem in catalog.problems:
@@ -158,7 +164,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from . import load_catalog
+    from hugginggpt.catalog import load_catalog
 
     catalog = load_catalog(_catalog_paths(args))
     found = [c for t in catalog.tasks() if (c := catalog.get(args.id, t))]
@@ -171,8 +177,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_add_tool(args: argparse.Namespace) -> int:
     """add-space / add-mcp: the tools' entries, added to --out."""
-    from ..config import load_settings
-    from .add_tool import entry, mcp_refs, read_raw, space_refs, write_entries
+    from hugginggpt.catalog.add_tool import entry, mcp_refs, read_raw, space_refs, write_entries
+    from hugginggpt.config import load_settings
 
     token = load_settings().hf_token
     try:

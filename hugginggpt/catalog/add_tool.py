@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..tasks import BUILT_IN
-from .tools import _VAR, MEDIA, ToolRef, fingerprint, fit
+from hugginggpt.catalog.tools import _VAR, MEDIA, ToolRef, fingerprint, fit
+from hugginggpt.tasks import BUILT_IN
 
 CARD_DESCRIPTION_CHARS = 200
 
@@ -76,8 +76,8 @@ def _parse_headers(pairs: list[str]) -> tuple[tuple[str, str], ...]:
 
 def space_refs(target: str, apis: list[str], header_pairs: list[str], hf_token: str | None) -> list[ToolRef]:
     """One ToolRef per named endpoint of the Gradio app (all, or those `apis` names)."""
-    from ..endpoints.mcp_tool import credentials
-    from ..endpoints.space import client_for, describe_endpoint
+    from hugginggpt.endpoints.mcp_tool import credentials
+    from hugginggpt.endpoints.space import client_for, describe_endpoint
 
     url = target if target.startswith(("http://", "https://")) else None
     probe = ToolRef(
@@ -119,8 +119,8 @@ def space_refs(target: str, apis: list[str], header_pairs: list[str], hf_token: 
 
 def mcp_refs(target: str, tools: list[str], header_pairs: list[str], hf_token: str | None) -> list[ToolRef]:
     """One ToolRef per tool the MCP server lists (all, or those `tools` names)."""
-    from ..endpoints import mcp_loop
-    from ..endpoints.mcp_tool import credentials, open_session
+    from hugginggpt.endpoints import mcp_loop
+    from hugginggpt.endpoints.mcp_tool import credentials, open_session
 
     is_url = target.startswith(("http://", "https://"))
     probe = ToolRef(
@@ -186,7 +186,7 @@ def _media_kind(prop: Any) -> str | None:
 
 def _gradio_outputs(url: str, headers: dict[str, str]) -> dict[str, list[str]]:
     """A Gradio app's MCP server says nothing of its outputs; its API description does."""
-    from ..endpoints.space import describe_endpoint
+    from hugginggpt.endpoints.space import describe_endpoint
 
     base, sep, _ = url.partition("/gradio_api/mcp")
     if not sep:

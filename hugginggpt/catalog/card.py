@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .tools import ToolRef, parse_tool
+from hugginggpt.catalog.tools import ToolRef, parse_tool
 
 
 @dataclass(frozen=True)

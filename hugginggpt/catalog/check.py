@@ -12,9 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .card import ModelCard, ProviderRoute
-from .hub import HubUnreachable, network_errors, provider_routes
-from .rules import is_local
+from hugginggpt.catalog.card import ModelCard, ProviderRoute
+from hugginggpt.catalog.hub import HubUnreachable, network_errors, provider_routes
+from hugginggpt.catalog.rules import is_local
 
 if TYPE_CHECKING:
     from huggingface_hub.hf_api import ExpandModelProperty_T

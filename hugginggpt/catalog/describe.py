@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ..tasks import TASKS
+from hugginggpt.tasks import TASKS
 
 # Model families worth naming, matched against the id and tags (first match wins).
 # fmt: off

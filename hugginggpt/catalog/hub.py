@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..tasks import CONTROLS, TASKS
-from .card import ModelCard, ProviderRoute
-from .describe import describe
-from .facts import Facts, hub_facts
-from .rules import is_local
+from hugginggpt.catalog.card import ModelCard, ProviderRoute
+from hugginggpt.catalog.describe import describe
+from hugginggpt.catalog.facts import Facts, hub_facts
+from hugginggpt.catalog.rules import is_local
+from hugginggpt.tasks import CONTROLS, TASKS
 
 if TYPE_CHECKING:
     from huggingface_hub.hf_api import ExpandModelProperty_T

@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from .card import ModelCard
+from hugginggpt.catalog.card import ModelCard
 
 FORMAT = "hugginggpt-catalog"
 VERSION = 1

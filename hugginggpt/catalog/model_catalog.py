@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from ..tasks import BUILT_IN, register
-from .card import ModelCard
-from .indexed_file import IndexedFile
-from .rules import folder_library, is_local
-from .tools import ToolRef, task_spec
-from .userfile import Entry, read_user_file
+from hugginggpt.catalog.card import ModelCard
+from hugginggpt.catalog.indexed_file import IndexedFile
+from hugginggpt.catalog.rules import folder_library, is_local
+from hugginggpt.catalog.tools import ToolRef, task_spec
+from hugginggpt.catalog.userfile import Entry, read_user_file
+from hugginggpt.tasks import BUILT_IN, register
 
 SHIPPED = Path(__file__).parent / "models.jsonl"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .card import ModelCard
+from hugginggpt.catalog.card import ModelCard
 
 CHARS_PER_TOKEN = 4  # a plain estimate; good enough for English-ish text and model ids
 

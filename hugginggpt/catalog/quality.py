@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from .card import ModelCard
+from hugginggpt.catalog.card import ModelCard
 
 # Libraries whose models the Hub's broad tags list for a task they do not do.
 CANNOT = {
@@ -47,7 +47,7 @@ CHECKS: tuple[Callable[[ModelCard], str | None], ...] = (does_its_task, language
 
 
 def missing_facts(cards: Iterable[ModelCard]) -> str | None:
-    """Hub models without the size or licence that estimates and limits read (hugginggpt.limits):
+    """Hub models without the size or licence that estimates and limits read (hugginggpt.costs.limits):
     a note, not a problem; `catalog refresh` stores them, and a size is fetched on first use."""
     hub = [c for c in cards if not c.path and not c.endpoint_url and c.library != "builtin"]
     sizeless = sum(1 for c in hub if not c.size_bytes)

@@ -6,7 +6,7 @@ hint for entries that do not state it, so that selection can prefer models we ca
 
 from __future__ import annotations
 
-from ..tasks import TASKS
+from hugginggpt.tasks import TASKS
 
 # Libraries whose models models_local loads (RUNTIME_CONTRACT.md; its runtime also takes
 # sentence-transformers folders through transformers, sklearn for tables, and "builtin" for a

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..hashing import value_sha256
-from ..tasks import Arg, TaskSpec
+from hugginggpt.files.hashing import value_sha256
+from hugginggpt.tasks import Arg, TaskSpec
 
 KINDS = ("space", "mcp")
 MEDIA = ("image", "audio", "video")

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from ..bounded_file import FileRefused, check_shape, parse_json
-from ..model_ids import hub_id_problem
-from ..tasks import TASKS
-from .card import ModelCard, ProviderRoute
-from .tools import parse_tool
+from hugginggpt.catalog.card import ModelCard, ProviderRoute
+from hugginggpt.catalog.model_ids import hub_id_problem
+from hugginggpt.catalog.tools import parse_tool
+from hugginggpt.files.bounded_file import FileRefused, check_shape, parse_json
+from hugginggpt.tasks import TASKS
 
 FIELDS = set(ModelCard.__dataclass_fields__)
 INT_FIELDS = ("downloads", "likes", "size_bytes")

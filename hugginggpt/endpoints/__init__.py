@@ -2,7 +2,7 @@
 
 from collections.abc import Mapping
 
-from .base import (
+from hugginggpt.endpoints.base import (
     CACHE,
     Call,
     Credentials,
@@ -15,12 +15,12 @@ from .base import (
     StopSignal,
     WrappedEndpoint,
 )
-from .hosted import HostedEndpoint
-from .local import LocalEndpoint
-from .mcp_tool import McpToolEndpoint
-from .remote import RemoteEndpoint
-from .router import RoutedEndpoint
-from .space import SpaceEndpoint
+from hugginggpt.endpoints.hosted import HostedEndpoint
+from hugginggpt.endpoints.local import LocalEndpoint
+from hugginggpt.endpoints.mcp_tool import McpToolEndpoint
+from hugginggpt.endpoints.remote import RemoteEndpoint
+from hugginggpt.endpoints.router import RoutedEndpoint
+from hugginggpt.endpoints.space import SpaceEndpoint
 
 
 def build_backends(

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..artifacts import Artifact
-from ..catalog import ModelCard
+from hugginggpt.catalog import ModelCard
+from hugginggpt.files.artifacts import Artifact
 
 
 class EndpointError(RuntimeError):

@@ -17,15 +17,24 @@ import re
 import time
 from typing import Any, NamedTuple
 
-from ..catalog import ModelCard
-from ..catalog.card import ProviderRoute
-from ..model_ids import hub_id_problem
-from ..plain_errors import in_words
-from ..text import shorten
-from . import transport
-from .base import Call, Endpoint, EndpointError, Footprint, ModelUnavailable, Result, Stopped, StopSignal
-from .hosted_routes import AUTO, NO_TOKEN_NEEDED, ProviderBook, pick, why_not
-from .hosted_tasks import CONTROLNET_OPS, OPS, TaskOp, to_artifacts
+from hugginggpt.catalog import ModelCard
+from hugginggpt.catalog.card import ProviderRoute
+from hugginggpt.catalog.model_ids import hub_id_problem
+from hugginggpt.endpoints import transport
+from hugginggpt.endpoints.base import (
+    Call,
+    Endpoint,
+    EndpointError,
+    Footprint,
+    ModelUnavailable,
+    Result,
+    Stopped,
+    StopSignal,
+)
+from hugginggpt.endpoints.hosted_routes import AUTO, NO_TOKEN_NEEDED, ProviderBook, pick, why_not
+from hugginggpt.endpoints.hosted_tasks import CONTROLNET_OPS, OPS, TaskOp, to_artifacts
+from hugginggpt.plain_errors import in_words
+from hugginggpt.text import shorten
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..catalog import ModelCard
-from ..catalog.card import ProviderRoute
-from ..catalog.hub import network_errors, provider_routes
+from hugginggpt.catalog import ModelCard
+from hugginggpt.catalog.card import ProviderRoute
+from hugginggpt.catalog.hub import network_errors, provider_routes
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class ProviderBook:
         from huggingface_hub import HfApi
         from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
-        from . import transport
+        from hugginggpt.endpoints import transport
 
         transport.install()  # the HF token goes only to Hugging Face's hosts (transport.py)
         try:

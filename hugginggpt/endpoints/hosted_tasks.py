@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import Artifact, ArtifactKind
-from ..tasks import CONTROLS
+from hugginggpt.files.artifacts import Artifact, ArtifactKind
+from hugginggpt.tasks import CONTROLS
 
 # --- calls: one per task, on an InferenceClient whose model is already set --------------------
 

@@ -11,11 +11,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import Artifact
-from ..catalog import ModelCard
-from ..plain_errors import in_words
-from ..text import shorten
-from .base import Call, Endpoint, EndpointError, Footprint, ModelUnavailable, ProgressReport, Result, Stopped
+from hugginggpt.catalog import ModelCard
+from hugginggpt.endpoints.base import (
+    Call,
+    Endpoint,
+    EndpointError,
+    Footprint,
+    ModelUnavailable,
+    ProgressReport,
+    Result,
+    Stopped,
+)
+from hugginggpt.files.artifacts import Artifact
+from hugginggpt.plain_errors import in_words
+from hugginggpt.text import shorten
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from .base import EndpointError, Stopped, StopSignal
+from hugginggpt.endpoints.base import EndpointError, Stopped, StopSignal
 
 T = TypeVar("T")
 POLL_S = 0.05  # how often a waiting caller looks at its stop signal

@@ -19,14 +19,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
-from .. import telemetry
-from ..artifacts import kind_of_file
-from ..catalog import ModelCard
-from ..catalog.tools import ToolRef, changes, headers_of
-from . import mcp_loop
-from .base import Call, Endpoint, EndpointError, Footprint, ModelUnavailable, Result
-from .tool_io import MAX_OUTPUT_BYTES, Outputs, inline_file, tool_arguments
-from .transport import is_hf_origin
+from hugginggpt.catalog import ModelCard
+from hugginggpt.catalog.tools import ToolRef, changes, headers_of
+from hugginggpt.endpoints import mcp_loop
+from hugginggpt.endpoints.base import Call, Endpoint, EndpointError, Footprint, ModelUnavailable, Result
+from hugginggpt.endpoints.tool_io import MAX_OUTPUT_BYTES, Outputs, inline_file, tool_arguments
+from hugginggpt.endpoints.transport import is_hf_origin
+from hugginggpt.files.artifacts import kind_of_file
+from hugginggpt.observability import telemetry
 
 MAX_REPLY_CHARS = 300  # of a tool's error text, in the task's error
 SEND_CANCEL_S = 0.3  # how long a cancelled call waits for its cancellation notice to go out

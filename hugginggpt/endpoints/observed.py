@@ -1,7 +1,7 @@
 """Every task attempt, observed: an `execute_tool` span (task type, model, where it ran, cached,
 seed, outcome, bytes in and out; arguments and results under trace_content) current while the
 model runs, so that a call to the expert server carries its
-`traceparent`; and the task metrics (hugginggpt.metrics)."""
+`traceparent`; and the task metrics (hugginggpt.observability.metrics)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import metrics, telemetry
-from ..artifacts import Artifact
-from ..catalog import ModelCard
-from .base import Call, Endpoint, EndpointError, Result, WrappedEndpoint
+from hugginggpt.catalog import ModelCard
+from hugginggpt.endpoints.base import Call, Endpoint, EndpointError, Result, WrappedEndpoint
+from hugginggpt.files.artifacts import Artifact
+from hugginggpt.observability import metrics, telemetry
 
 
 class ObservedEndpoint(WrappedEndpoint):

@@ -19,11 +19,11 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from .. import telemetry
-from ..catalog import ModelCard
-from . import transport
-from .base import Call, Credentials, Endpoint, EndpointError, Result, Stopped
-from .hosted import HostedEndpoint
+from hugginggpt.catalog import ModelCard
+from hugginggpt.endpoints import transport
+from hugginggpt.endpoints.base import Call, Credentials, Endpoint, EndpointError, Result, Stopped
+from hugginggpt.endpoints.hosted import HostedEndpoint
+from hugginggpt.observability import telemetry
 
 log = logging.getLogger(__name__)
 RETRY_LISTING_S = 30.0  # after the server could not be asked, ask again this much later

@@ -6,9 +6,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..catalog import ModelCard
-from ..modes import backends_of
-from .base import Call, Endpoint, EndpointError, Footprint, ModelUnavailable, Result, Stopped
+from hugginggpt.catalog import ModelCard
+from hugginggpt.endpoints.base import (
+    Call,
+    Endpoint,
+    EndpointError,
+    Footprint,
+    ModelUnavailable,
+    Result,
+    Stopped,
+)
+from hugginggpt.modes import backends_of
 
 TOOL_BACKENDS = ("space", "mcp")  # a catalog tool runs where it is, whatever the mode
 
@@ -44,7 +52,7 @@ class RoutedEndpoint(Endpoint):
 
     def footprint(self, model: ModelCard) -> Footprint:
         """The worst footprint of the backends the call may fall back to, so that a limit screened
-        before the run (hugginggpt.limits) holds on every route the task can take: a model that
+        before the run (hugginggpt.costs.limits) holds on every route the task can take: a model that
         would break one on a fallback is not offered. Where: the first backend that would run it on
         this machine (size limits apply there), else the first that can run it."""
         able = [b for b in self._for(model) if b.can_run(model)] or self.backends[:1]

@@ -17,13 +17,21 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..catalog import ModelCard
-from ..catalog.tools import ToolRef, changes
-from .base import Call, Endpoint, EndpointError, Footprint, ModelUnavailable, Result, Stopped
-from .mcp_loop import POLL_S, TimedOut
-from .mcp_tool import MAX_REPLY_CHARS, ToolChanged, credentials
-from .tool_io import Outputs, tool_arguments
-from .transport import is_hf_origin
+from hugginggpt.catalog import ModelCard
+from hugginggpt.catalog.tools import ToolRef, changes
+from hugginggpt.endpoints.base import (
+    Call,
+    Endpoint,
+    EndpointError,
+    Footprint,
+    ModelUnavailable,
+    Result,
+    Stopped,
+)
+from hugginggpt.endpoints.mcp_loop import POLL_S, TimedOut
+from hugginggpt.endpoints.mcp_tool import MAX_REPLY_CHARS, ToolChanged, credentials
+from hugginggpt.endpoints.tool_io import Outputs, tool_arguments
+from hugginggpt.endpoints.transport import is_hf_origin
 
 MEDIA_COMPONENTS = {"Image": "image", "ImageEditor": "image", "Audio": "audio", "Video": "video"}
 DATA_COMPONENTS = ("JSON", "Dataframe", "Label", "HighlightedText", "AnnotatedImage", "Gallery")

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..artifacts import Artifact, ArtifactKind, kind_of_file
-from ..catalog.tools import ToolRef
-from ..urlguard import URLRefused, fetch, is_public
-from .base import EndpointError
+from hugginggpt.catalog.tools import ToolRef
+from hugginggpt.endpoints.base import EndpointError
+from hugginggpt.files.artifacts import Artifact, ArtifactKind, kind_of_file
+from hugginggpt.files.urlguard import URLRefused, fetch, is_public
 
 MAX_OUTPUT_BYTES = 50 * 1024 * 1024  # all a call may bring back: files and text together
 MAX_INPUT_FILE_BYTES = 20 * 1024 * 1024  # a file sent inline (data URL, base64)

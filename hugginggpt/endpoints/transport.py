@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
-from .. import telemetry
+from hugginggpt.observability import telemetry
 
 _SERVERS: set[tuple[str, str, int]] = set()  # (scheme, host, port) of registered expert servers
 _local = threading.local()  # .stop: the signal of the call this thread is making

@@ -21,14 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cli import add_llm_arguments, settings_from_args
-from ..config import Settings
-from ..llm import LLM
-from .data import DataError, load_dataset
-from .harness import RunMismatch, RunSettings, run_predictions
-from .metrics import format_value
-from .report import compare_runs, write_report
-from .score import score_run
+from hugginggpt.commands.cli import add_llm_arguments, settings_from_args
+from hugginggpt.config import Settings
+from hugginggpt.eval.data import DataError, load_dataset
+from hugginggpt.eval.harness import RunMismatch, RunSettings, run_predictions
+from hugginggpt.eval.metrics import format_value
+from hugginggpt.eval.report import compare_runs, write_report
+from hugginggpt.eval.score import score_run
+from hugginggpt.llms.interface import LLM
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -85,7 +85,7 @@ class LLMChoice:
 
 
 def choose_llm(args: argparse.Namespace) -> LLMChoice:
-    from ..factory import DEFAULT_SERVER_MODEL, build_llm
+    from hugginggpt.factory import DEFAULT_SERVER_MODEL, build_llm
 
     settings = settings_from_args(args)
     if settings.uses_server:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .. import tasks as task_types
-from ..plan import RESOURCE, Plan
-from .data import NODE_REF, node_references
-from .mapping import to_project, to_taskbench
+from hugginggpt import tasks as task_types
+from hugginggpt.eval.data import NODE_REF, node_references
+from hugginggpt.eval.mapping import to_project, to_taskbench
+from hugginggpt.stages.plan import RESOURCE, Plan
 
 _RESOURCE = re.compile(r"<resource>-(\d+)")
 
@@ -55,8 +55,8 @@ def taskbench_to_plan(nodes: list[dict[str, Any]], tools: dict[str, Any]) -> Pla
     the kind of the producing tool's output, a literal the kind its file extension says), else to
     the first free argument. Used to check the conversion both ways and to turn gold into demos.
     """
-    from ..plan import Task
-    from .metrics import content_type
+    from hugginggpt.eval.metrics import content_type
+    from hugginggpt.stages.plan import Task
 
     plan_tasks = []
     for index, node in enumerate(nodes):

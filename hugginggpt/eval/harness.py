@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import tasks as task_types
-from ..artifacts import kind_of_file
-from ..llm import LLM, LLMError
-from ..plan import PlanParseError, parse_plan
-from ..planner import FileInfo, make_plan
-from .convert import plan_to_taskbench, taskbench_links
-from .data import GoldSample
-from .mapping import to_taskbench
-from .metrics import RunStats
+from hugginggpt import tasks as task_types
+from hugginggpt.eval.convert import plan_to_taskbench, taskbench_links
+from hugginggpt.eval.data import GoldSample
+from hugginggpt.eval.mapping import to_taskbench
+from hugginggpt.eval.metrics import RunStats
+from hugginggpt.files.artifacts import kind_of_file
+from hugginggpt.llms.interface import LLM, LLMError
+from hugginggpt.stages.plan import PlanParseError, parse_plan
+from hugginggpt.stages.planner import FileInfo, make_plan
 
 PREDICTIONS = "predictions.jsonl"
 RUN_INFO = "run.json"

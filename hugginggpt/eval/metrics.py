@@ -40,7 +40,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .data import NODE_REF, SHAPES, GoldSample, Tool, argument_text
+from hugginggpt.eval.data import NODE_REF, SHAPES, GoldSample, Tool, argument_text
 
 _EXTENSIONS = {
     "image": ("jpg", "png", "jpeg", "gif", "bmp", "tiff", "svg", "ico"),

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .data import SHAPES
-from .metrics import ANSWERED, LOWER_IS_BETTER, METRICS, format_value
-from .score import METRICS_FILE
+from hugginggpt.eval.data import SHAPES
+from hugginggpt.eval.metrics import ANSWERED, LOWER_IS_BETTER, METRICS, format_value
+from hugginggpt.eval.score import METRICS_FILE
 
 SHAPE_GROUPS = ("overall", *SHAPES)
 # What the charts show: the headline figure of each family.

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..planner import validate_unchecked_files
-from .convert import taskbench_to_plan
-from .data import Dataset, GoldSample
-from .harness import PREDICTIONS, RUN_INFO, predicted_nodes, read_predictions, run_stats
-from .metrics import SampleScore, evaluate_groups, score_sample
+from hugginggpt.eval.convert import taskbench_to_plan
+from hugginggpt.eval.data import Dataset, GoldSample
+from hugginggpt.eval.harness import PREDICTIONS, RUN_INFO, predicted_nodes, read_predictions, run_stats
+from hugginggpt.eval.metrics import SampleScore, evaluate_groups, score_sample
+from hugginggpt.stages.planner import validate_unchecked_files
 
 METRICS_FILE = "metrics.json"
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from . import audio, controlnet, diffusion, multimodal, tabular, text, vision
-from .base import Device, Handler, Outputs
+from models_local.handlers import audio, controlnet, diffusion, multimodal, tabular, text, vision
+from models_local.handlers.base import Device, Handler, Outputs
 
 HANDLERS: dict[str, Handler] = {}
 for _family in (text, audio, tabular, vision, multimodal, diffusion, controlnet):

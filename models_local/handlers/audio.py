@@ -10,10 +10,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..io import read_audio
-from .base import Device, Handler, Outputs, RuntimeUnsupported, seeded, stopping_criteria
-from .bundle import Bundle, load_model, tensors_to
-from .labels import write_labels
+from models_local.handlers.base import Device, Handler, Outputs, RuntimeUnsupported, seeded, stopping_criteria
+from models_local.handlers.bundle import Bundle, load_model, tensors_to
+from models_local.handlers.labels import write_labels
+from models_local.io import read_audio
 
 # SpeechT5 predicts mel spectrograms; a repo without its own "vocoder" folder uses this one.
 DEFAULT_VOCODER = "microsoft/speecht5_hifigan"

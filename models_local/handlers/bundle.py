@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .base import Device
+from models_local.handlers.base import Device
 
 
 @dataclass

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..io import read_image
-from . import diffusion, vision
-from .base import Device, Handler, Outputs, RuntimeUnsupported
-from .bundle import tensors_to
+from models_local.handlers import diffusion, vision
+from models_local.handlers.base import Device, Handler, Outputs, RuntimeUnsupported
+from models_local.handlers.bundle import tensors_to
+from models_local.io import read_image
 
 BASE_ENV = "HUGGINGGPT_CONTROLNET_BASE"
 DEFAULT_BASE = "stable-diffusion-v1-5/stable-diffusion-v1-5"

@@ -12,8 +12,8 @@ import functools
 import inspect
 from typing import Any
 
-from ..io import read_image
-from .base import Batching, Device, Everyone, Handler, Outputs, RuntimeUnsupported
+from models_local.handlers.base import Batching, Device, Everyone, Handler, Outputs, RuntimeUnsupported
+from models_local.io import read_image
 
 STEPS = 25  # denoising steps per image or video
 STRENGTH = 0.75  # image-to-image: how far from the input image the result may move
@@ -196,7 +196,7 @@ def _image_to_image(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
 
 
 def _load_text_to_video(source: str, device: Device) -> Any:
-    from .. import video
+    from models_local import video
 
     if not video.available():
         raise RuntimeUnsupported("text-to-video needs the imageio-ffmpeg package to write MP4 files")
@@ -207,7 +207,7 @@ def _load_text_to_video(source: str, device: Device) -> Any:
 
 
 def _text_to_video(pipe: Any, inputs: dict[str, str], out: Outputs) -> None:
-    from .. import video
+    from models_local import video
 
     result = pipe(
         prompt=inputs["text"],

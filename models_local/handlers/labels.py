@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Outputs
+from models_local.handlers.base import Outputs
 
 TOP_K = 5  # labels reported by classifiers
 

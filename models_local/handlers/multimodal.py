@@ -16,9 +16,17 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..io import read_image
-from .base import Batching, Device, Everyone, Handler, Outputs, RuntimeUnsupported, stopping_criteria
-from .bundle import tensors_to
+from models_local.handlers.base import (
+    Batching,
+    Device,
+    Everyone,
+    Handler,
+    Outputs,
+    RuntimeUnsupported,
+    stopping_criteria,
+)
+from models_local.handlers.bundle import tensors_to
+from models_local.io import read_image
 
 MAX_NEW_TOKENS = 48  # enough for a caption or a short answer
 CAPTION_PROMPT = "Describe this image in one sentence."

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .base import Device, Handler, Outputs, RuntimeUnsupported
+from models_local.handlers.base import Device, Handler, Outputs, RuntimeUnsupported
 
 TRUSTED_PREFIXES = ("sklearn.", "numpy.", "scipy.", "builtins.", "collections.")
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .base import Device, Handler, Outputs, RuntimeUnsupported, seeded, stopping_criteria
-from .bundle import Bundle, load_model, tensors_to
-from .labels import write_labels
+from models_local.handlers.base import Device, Handler, Outputs, RuntimeUnsupported, seeded, stopping_criteria
+from models_local.handlers.bundle import Bundle, load_model, tensors_to
+from models_local.handlers.labels import write_labels
 
 MAX_NEW_TOKENS = 128  # generated text per call; enough for a chat reply or a summary
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import colorsys
 from typing import Any
 
-from ..io import read_image
-from .base import Batching, Device, Handler, Outputs
+from models_local.handlers.base import Batching, Device, Handler, Outputs
+from models_local.io import read_image
 
 # Detections below this score are dropped; an input named "threshold" overrides it per call.
 DETECTION_THRESHOLD = 0.5

@@ -5,7 +5,7 @@ it on Ray Serve (serve_config.yaml at the repository root). Both put the same AS
 in front of models_local.Runtime; protocol.py holds the request and answer shapes per task.
 """
 
-from .app import LocalBackend, create_app
-from .settings import ServerSettings
+from models_local.serve.app import LocalBackend, create_app
+from models_local.serve.settings import ServerSettings
 
 __all__ = ["LocalBackend", "ServerSettings", "create_app"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..batching import WINDOW_S
-from .limits import BODY_SECONDS, MAX_AUDIO_SECONDS, MAX_CONNECTIONS, MAX_PIXELS
-from .settings import ServerSettings
+from models_local.batching import WINDOW_S
+from models_local.serve.limits import BODY_SECONDS, MAX_AUDIO_SECONDS, MAX_CONNECTIONS, MAX_PIXELS
+from models_local.serve.settings import ServerSettings
 
 
 def parser() -> argparse.ArgumentParser:
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import uvicorn
 
-    from .app import LocalBackend, create_app
+    from models_local.serve.app import LocalBackend, create_app
 
     limits = settings.limits()
     app = create_app(LocalBackend(settings.runtime()), settings.table(), seed=settings.seed, limits=limits)

@@ -27,14 +27,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .. import telemetry
-from ..handlers import HANDLERS
-from .fair import FairShare
-from .jobs import BAD_REQUEST, CLIENT_GONE, FAILED, UNSERVABLE, Job, Reply, execute
-from .limits import Limits, MediaRefused
-from .metrics import BATCH_HEADER, ServerMetrics
-from .models import ModelTable, UnknownModel
-from .protocol import BadInput, decode, encode
+from models_local import telemetry
+from models_local.handlers import HANDLERS
+from models_local.serve.fair import FairShare
+from models_local.serve.jobs import BAD_REQUEST, CLIENT_GONE, FAILED, UNSERVABLE, Job, Reply, execute
+from models_local.serve.limits import Limits, MediaRefused
+from models_local.serve.metrics import BATCH_HEADER, ServerMetrics
+from models_local.serve.models import ModelTable, UnknownModel
+from models_local.serve.protocol import BadInput, decode, encode
 
 MAX_BODY_BYTES = 64 * 2**20
 _PIPELINE = re.compile(r"(?P<model>.+?)/pipeline/(?P<task>[\w-]+)")

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import telemetry
-from ..handlers.base import RuntimeUnsupported, Stopped
+from models_local import telemetry
+from models_local.handlers.base import RuntimeUnsupported, Stopped
 
 # Status codes a failed call answers with. 404 tells a client (the controller's hosted endpoint)
 # that this server cannot serve the model at all, so it tries another backend.

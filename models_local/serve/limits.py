@@ -14,9 +14,9 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from .fair import per_client_default
+from models_local.serve.fair import per_client_default
 
-MAX_PIXELS = 40_000_000  # the app's cap on uploads (webui/uploads.py): the same here
+MAX_PIXELS = 40_000_000  # the app's cap on uploads (webui/host/uploads.py): the same here
 MAX_AUDIO_SECONDS = 600.0
 BODY_SECONDS = 30.0  # to receive a whole request body once its headers are in
 IDLE_SECONDS = 5  # a kept-alive connection with no request closes after this

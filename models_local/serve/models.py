@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..handlers import HANDLERS
+from models_local.handlers import HANDLERS
 
 # owner/name or name, as the Hub spells repo ids: letters, digits, "-", "_", "."; no "..".
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?$")

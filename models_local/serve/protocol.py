@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from .jobs import Media, Output
+from models_local.serve.jobs import Media, Output
 
 IMAGE_TASKS = {
     "image-classification",

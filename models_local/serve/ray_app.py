@@ -30,9 +30,9 @@ from typing import Any
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-from .app import create_app
-from .jobs import FAILED, UNAVAILABLE, UNSERVABLE, Job, Reply, execute
-from .settings import ServerSettings
+from models_local.serve.app import create_app
+from models_local.serve.jobs import FAILED, UNAVAILABLE, UNSERVABLE, Job, Reply, execute
+from models_local.serve.settings import ServerSettings
 
 # Diffusion pipelines and text generators: the families that want a GPU.
 HEAVY_TASKS = (

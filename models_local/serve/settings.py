@@ -6,10 +6,17 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..batching import WINDOW_S
-from .fair import parse_networks
-from .limits import BODY_SECONDS, MAX_AUDIO_SECONDS, MAX_CONNECTIONS, MAX_PER_CLIENT, MAX_PIXELS, Limits
-from .models import ModelTable
+from models_local.batching import WINDOW_S
+from models_local.serve.fair import parse_networks
+from models_local.serve.limits import (
+    BODY_SECONDS,
+    MAX_AUDIO_SECONDS,
+    MAX_CONNECTIONS,
+    MAX_PER_CLIENT,
+    MAX_PIXELS,
+    Limits,
+)
+from models_local.serve.models import ModelTable
 
 
 @dataclass(frozen=True)
@@ -68,8 +75,8 @@ class ServerSettings:
     def runtime(self, *, share: float = 1.0) -> Any:
         """A Runtime with these settings; `share` scales the default memory budget (a replica that
         holds half a GPU gets half of it)."""
-        from ..handlers import diffusion
-        from ..runtime import Runtime, default_budget, pick_device
+        from models_local.handlers import diffusion
+        from models_local.runtime import Runtime, default_budget, pick_device
 
         if self.diffusion_steps is not None:
             diffusion.STEPS = self.diffusion_steps

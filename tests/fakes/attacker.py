@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .serving import serve_in_thread
+from tests.fakes.serving import serve_in_thread
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from typing import Any
 from PIL import Image
 
 from hugginggpt import tasks as task_types
-from hugginggpt.artifacts import Artifact
 from hugginggpt.catalog import ModelCard
 from hugginggpt.endpoints import Call, Endpoint, EndpointError, Footprint, ModelUnavailable, Result, Stopped
+from hugginggpt.files.artifacts import Artifact
 
 
 @dataclass

@@ -32,7 +32,7 @@ import numpy as np
 import soundfile as sf
 from PIL import Image
 
-from .serving import POLL_SECONDS
+from tests.fakes.serving import POLL_SECONDS
 
 
 @dataclass

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import parse_qs, unquote, urlparse
 
-from .serving import POLL_SECONDS
+from tests.fakes.serving import POLL_SECONDS
 
 
 @dataclass

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from .serving import POLL_SECONDS
+from tests.fakes.serving import POLL_SECONDS
 
 
 @dataclass

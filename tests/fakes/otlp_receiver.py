@@ -19,7 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from .serving import serve_in_thread
+from tests.fakes.serving import serve_in_thread
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Every public API endpoint of the Blocks becomes a tool, so the tools are `gr.api` endpoints: one
 `hugginggpt` tool for the whole pipeline, and one per task type the runtime or hosted inference
-serves, which runs that single task without the LLM. Each call is stateless (webui.calls): its own
+serves, which runs that single task without the LLM. Each call is stateless (webui.doors.calls): its own
 workspace, the shared limits, credentials from X-LLM-* headers. The chat's events are not tools
 (app.py marks them undocumented).
 
@@ -25,13 +25,12 @@ import gradio as gr
 from starlette.requests import Request as StarletteRequest
 
 from hugginggpt import tasks as task_types
-from hugginggpt.artifacts import ArtifactKind
-from hugginggpt.events import Outcome
-
-from ..api_files import InputRefused, Served, result_json, root_url, task_json
-from ..calls import Calls, Credentials, FileRef, Finished, drive
-from ..limit_words import for_server
-from ..slots import Busy
+from hugginggpt.files.artifacts import ArtifactKind
+from hugginggpt.run.events import Outcome
+from webui.doors.api_files import InputRefused, Served, result_json, root_url, task_json
+from webui.doors.calls import Calls, Credentials, FileRef, Finished, drive
+from webui.host.limit_words import for_server
+from webui.host.slots import Busy
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """An OpenAI-compatible API on the app's port: GET /v1/models, POST /v1/chat/completions.
 
 Off (404) unless `api_keys` (HUGGINGGPT_API_KEYS, comma-separated bearer tokens) is set: every call
-spends the server's LLM key and GPU. Each call is stateless (webui.calls): its own workspace, the
+spends the server's LLM key and GPU. Each call is stateless (webui.doors.calls): its own workspace, the
 limits every door shares, credentials for another LLM from X-LLM-* headers. The answer is the
 pipeline's, followed by the generated files as absolute links; the extra `hugginggpt` field lists
 the tasks, their models and outputs. Streamed replies send the stages as `reasoning_content`
@@ -26,14 +26,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 
-from hugginggpt.events import AnswerDelta, Done, ErrorKind, Outcome, TaskProgress
-from hugginggpt.progress import describe
-
-from ..api_files import MAX_FILES, InputRefused, answer_with_urls, result_json, root_url
-from ..calls import Accepted, Calls, Credentials, Finished, TokensSpent, drive
-from ..limit_words import for_server
-from ..slots import Busy
-from .openai_messages import files_markdown, read_messages
+from hugginggpt.commands.progress import describe
+from hugginggpt.run.events import AnswerDelta, Done, ErrorKind, Outcome, TaskProgress
+from webui.doors.api_files import MAX_FILES, InputRefused, answer_with_urls, result_json, root_url
+from webui.doors.calls import Accepted, Calls, Credentials, Finished, TokensSpent, drive
+from webui.doors.openai_messages import files_markdown, read_messages
+from webui.host.limit_words import for_server
+from webui.host.slots import Busy
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hugginggpt.artifacts import ArtifactKind
-from hugginggpt.llm import Message
-
-from ..api_files import MAX_FILES, InputRefused, Served
-from ..calls import FileRef, Finished
+from hugginggpt.files.artifacts import ArtifactKind
+from hugginggpt.llms.interface import Message
+from webui.doors.api_files import MAX_FILES, InputRefused, Served
+from webui.doors.calls import FileRef, Finished
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 

@@ -1,0 +1,377 @@
+"""The chat logic behind the Gradio app: one request at a time per conversation, streamed.
+
+Nothing here is module-level state: the shared parts (catalog, model backends, LLM clients, the
+table of conversations) are the Host's (webui.host.host), which the API doors share. The API key a person
+types lives only in the request that carries it and in the LLM client built for it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from hugginggpt.catalog import Catalog
+from hugginggpt.config import Settings
+from hugginggpt.files.artifacts import MEDIA_KINDS
+from hugginggpt.run.events import Done, ErrorKind, Event, Outcome
+from hugginggpt.run.pipeline import Pipeline
+from hugginggpt.run.records import TaskStatus
+from hugginggpt.stages.planfile import choices_as_ran
+from webui.chat.conversations import DISK_FULL, Conversation, ConversationTable, TableFull
+from webui.chat.live_runs import STOP_GRACE_SECONDS, LiveRun
+from webui.chat.render import RunView, user_messages
+from webui.chat.review_form import Draft, Origin
+from webui.chat.turns import history_before, open_turn
+from webui.host.backends import Backends
+from webui.host.host import CONFIGURE_HINT, Host
+from webui.host.limit_words import for_page
+from webui.host.run_entry import Refused, RunEntry
+from webui.host.session_settings import LLMChoice
+from webui.host.slots import RunSlots
+from webui.host.uploads import check_upload
+
+log = logging.getLogger(__name__)
+
+BUSY = "A request is still running in this conversation: wait for it, or press Stop."
+REVIEW_HINT = (
+    "Nothing has run yet. **Review the plan** below the chat: change an argument, a model, a "
+    "dependency or a seed, or delete a task; then press **Run plan**, or **Cancel**."
+)
+
+__all__ = ["BUSY", "CONFIGURE_HINT", "ChatApp", "Conversation", "LLMChoice"]
+
+
+class ChatApp:
+    """The chat engine over a Host: one request at a time per conversation, streamed. Given
+    Settings (and the Host's keyword arguments) instead of a Host, it makes its own."""
+
+    def __init__(self, host: Host | Settings, **services: Any):
+        self.host = host if isinstance(host, Host) else Host(host, **services)
+
+    # The host's parts the chat uses most, read through it (the host alone holds them).
+
+    @property
+    def settings(self) -> Settings:
+        return self.host.settings
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.host.catalog
+
+    @property
+    def conversations(self) -> ConversationTable:
+        return self.host.conversations
+
+    @property
+    def backends(self) -> Backends:
+        return self.host.backends
+
+    @property
+    def slots(self) -> RunSlots:
+        return self.host.slots
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return self.host.max_upload_bytes
+
+    @property
+    def public_llm_only(self) -> bool:
+        return self.host.public_llm_only
+
+    def conversation(self, session: str, client: str) -> Conversation:
+        """The session's conversation, made now if it has none (its first message): under the caps."""
+        return self.host.admit(session, client)
+
+    def find(self, session: str) -> Conversation | None:
+        """The session's conversation if it has one; looking never makes one (a page load makes none)."""
+        return self.host.find(session)
+
+    def reset(self, session: str) -> bool:
+        """A new conversation for this session: fresh workspace and history. Returns whether the old
+        one can still be brought back (ConversationTable.undelete)."""
+        return self.conversations.drop(session)
+
+    def drop(self, session: str) -> None:
+        """Forget a conversation and delete its files."""
+        self.conversations.drop(session)
+
+    def stop(self, session: str) -> bool:
+        conv = self.conversations.find(session)
+        if conv is None or conv.cancel is None:
+            return False
+        conv.cancel.set()
+        return True
+
+    def request_settings(self, choice: LLMChoice, *, resolve: bool = True) -> Settings:
+        return self.host.request_settings(choice, resolve=resolve)
+
+    # ---- one request --------------------------------------------------------------------------
+
+    def respond(
+        self,
+        session: str,
+        message: dict[str, Any] | str | None,
+        choice: LLMChoice,
+        *,
+        client: str = "",
+        hf_token: str | None = None,
+        poll: float = 0.05,
+        review: bool = False,
+        replace: int | None = None,
+    ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
+        """Yields (chat messages, trace files, still running) as the request advances. With `review`
+        the request is planned and its models chosen, then waits as `conv.pending` for the person.
+        With `replace` (a turn's index) the request does that turn again in place (webui.chat.turns)."""
+        if self.find(session) is None:  # a message that runs nothing takes no conversation place
+            refusal = self.host.first_message_refusal(*_split_message(message), client)
+            if refusal is not None:
+                yield ([_note(refusal)] if refusal else []), [], False
+                return
+        try:
+            conv = self.conversation(session, client)
+        except TableFull as e:
+            yield [_note(str(e))], [], False
+            return
+        try:
+            yield from self._respond(conv, session, message, choice, client, hf_token, poll, review, replace)
+        finally:
+            if conv.run is None:  # a run that goes on saves the conversation when it ends
+                self.conversations.save(conv)
+
+    def _respond(
+        self,
+        conv: Conversation,
+        session: str,
+        message: dict[str, Any] | str | None,
+        choice: LLMChoice,
+        client: str,
+        hf_token: str | None,
+        poll: float,
+        review: bool,
+        replace: int | None = None,
+    ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
+        text, files = _split_message(message)
+        if conv.cancel is not None:
+            yield conv.display + [_note(BUSY)], conv.traces, True
+            return
+        if not text and not files:
+            yield conv.display, conv.traces, False
+            return
+        conv.requests += 1
+        conv.title = conv.title or self._title(text)
+        problems = self._upload_problems(files)
+        full = bool(files) and not problems and not self.conversations.make_room(conv, files)
+        if not problems and not full:  # kept with the conversation, which shows them from there
+            files = [str(conv.workspace.add_upload(Path(f))) for f in files]
+        user = user_messages(text, files)
+        why = "your edit" if replace is not None else ""
+        history = history_before(conv.history, conv.turns, replace)
+        refusal = ""
+        if problems:
+            user = user_messages(text or "(files only)", [])
+            refusal = "\n\n".join(problems) + (
+                "\n\nNothing was run. Send the request again with an image or audio file that opens."
+            )
+        elif full:
+            user, refusal = user_messages(text, []), DISK_FULL
+        elif not text:
+            refusal = "What should I do with this file? Send it again with a request."
+        else:
+            try:
+                pipeline = self.pipeline_for(choice, client, hf_token)
+            except Refused as e:
+                refusal = str(e)
+        if refusal:  # answered at once: the request and why nothing runs
+            open_turn(conv, user, text, replace=replace, why=why)
+            conv.display += [_note(refusal)]
+            yield conv.display, conv.traces, False
+            return
+        paths = [Path(f) for f in files]
+        start = pipeline.plan_only if review else pipeline.run
+        yield from self.stream_run(
+            conv,
+            session,
+            text,
+            user,
+            lambda cancel: start(
+                text, workspace=conv.workspace, files=paths, history=history, cancelled=cancel
+            ),
+            poll=poll,
+            replace=replace,
+            why=why,
+        )
+
+    def _upload_problems(self, files: list[str]) -> list[str]:
+        """What is wrong with each upload, checked (decoded) only while holding a slot: however many
+        messages wait, no more files are decoded at once than requests run (webui.host.slots)."""
+        if not files:
+            return []
+        with self.host.entry.slot(threading.Event(), wait=True):
+            return [p for f in files if (p := check_upload(f, max_bytes=self.max_upload_bytes))]
+
+    def _off_hub(self, model: str) -> bool:
+        card = self.catalog.get(model)
+        return card is not None and card.path is not None
+
+    def _title(self, text: str) -> str:
+        """On a private app, the first request's words; on a public one the server keeps no words
+        of it outside the conversation itself, so a neutral title (ConversationTable.title)."""
+        if self.public_llm_only or not text:
+            return ""
+        text = " ".join(text.split())
+        return text if len(text) <= 60 else text[:59] + "…"
+
+    def pipeline_for(self, choice: LLMChoice, caller: str, hf_token: str | None = None) -> Pipeline:
+        """A pipeline with this session's settings for `caller`'s run, admitted by the run entry
+        (webui.host.run_entry): Refused when its tokens are spent or the settings are wrong."""
+        return self.host.entry.admit(
+            caller,
+            lambda: self.request_settings(choice),
+            context=contextvars.copy_context(),
+            hf_token=hf_token,
+        )
+
+    def stream_run(
+        self,
+        conv: Conversation,
+        session: str,
+        text: str,
+        user: list[dict[str, Any]],
+        start: Callable[[threading.Event], Iterator[Event]],
+        *,
+        poll: float = 0.05,
+        replace: int | None = None,
+        why: str = "",
+    ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
+        """Runs `start(cancel)` (a Pipeline method's events) in a thread and yields the chat as it
+        advances: `user` (the person's bubble), then the run's boxes, media and answer. With
+        `replace` (a turn's index) the run does that turn again in place, `why` says why
+        (webui.chat.turns); `start` must then be given the history before that turn. The run is the
+        conversation's (webui.chat.live_runs): a browser's goes on when this stream is closed (a reload,
+        a closed tab), and its pages can follow it again (`live`)."""
+        cancel = threading.Event()
+        if not self.conversations.claim(conv, cancel):  # one request at a time, also for API clients
+            yield conv.display + [_note(BUSY)], conv.traces, True
+            return
+        conv.pending = conv.pending_form = None  # a new run replaces a plan under review
+        open_turn(conv, user, text, replace=replace, why=why)
+        self.conversations.save(conv)  # the request is kept, even if the app ends before its answer
+        view = RunView(f"r{conv.requests}", off_hub=self._off_hub)
+        run = LiveRun(
+            view,
+            cancel,
+            before=lambda: conv.display,
+            traces=lambda: conv.traces,
+            finish=lambda: self._end_run(conv, text, run),
+        )
+        conv.run = run
+        events: queue.Queue = queue.Queue()
+        name = f"hugginggpt-{session[:8]}"
+        worker = (self.host.entry, start, conv, cancel, events)
+        threading.Thread(target=_drive, args=worker, name=name, daemon=True).start()
+        threading.Thread(target=run.consume, args=(events, poll), name=name, daemon=True).start()
+        try:
+            yield from run.follow()
+        finally:
+            if not conv.key:  # an API client's: no page comes back to it, so it ends with its stream
+                run.end(Done(Outcome.CANCELLED))
+
+    def live(self, session: str) -> LiveRun | None:
+        """The run going on in the session's conversation (started by a page since reloaded or
+        closed, or in another tab), for a page to follow; None when none is."""
+        conv = self.conversations.find(session)
+        return conv.run if conv is not None else None
+
+    def _end_run(self, conv: Conversation, text: str, run: LiveRun) -> None:
+        """The run has ended (LiveRun calls this once): into the conversation, and saved."""
+        run.cancel.set()  # nothing more runs for it
+        try:
+            self._finish(conv, text, run.view)
+        finally:  # the conversation takes requests again, whatever happened
+            conv.cancel = conv.run = None
+            self.conversations.save(conv)
+
+    def _finish(self, conv: Conversation, text: str, view: RunView) -> None:
+        done = view.done
+        assert done is not None
+        if done.incomplete:
+            view.note(f"*The answer above is incomplete: {done.incomplete}.*")
+        if done.outcome is Outcome.PLANNED:
+            view.note(REVIEW_HINT)
+        if done.outcome is Outcome.CANCELLED:
+            view.note("Stopped." + (" The partial answer above was kept." if done.answer else ""))
+        elif done.error:
+            hint = f"\n\n{CONFIGURE_HINT}" if done.error_kind is ErrorKind.LLM else ""
+            view.note(f"**Error:** {for_page(done.error)}{hint}")  # limits named as Settings does
+        if done.trace_file:
+            conv.traces = [*conv.traces, str(done.trace_file)]
+        conv.display += view.messages
+        request_id = done.request_id or None
+        if done.outcome is Outcome.PLANNED and done.plan is not None:
+            conv.pending = Draft(text, done.plan, dict(done.choices), Origin.PLANNED, request_id)
+            conv.pending_form = None
+            return  # the request is answered when its plan runs
+        if done.plan is not None and done.plan.tasks:  # its plan can be edited and run again
+            ran = choices_as_ran(done.choices, done.records, self.catalog)
+            conv.last_run = Draft(text, done.plan, ran, Origin.RAN, request_id, _made_media(done))
+        conv.history += [{"role": "user", "content": text}]
+        conv.history += [{"role": "assistant", "content": done.answer or f"(no answer: {done.error})"}]
+
+
+def _drive(
+    entry: RunEntry,
+    start: Callable[[threading.Event], Iterator[Event]],
+    conv: Conversation,
+    cancel: threading.Event,
+    events: queue.Queue,
+) -> None:
+    """Runs the pipeline in its own thread, so the chat can give up on it at once when stopped.
+    Stop, a page left or the request's deadline: the chat moves on after the grace, and so does
+    the slot, even while a blocking call of the run has not returned yet."""
+    started = False
+    try:  # busy with API calls: waits its turn
+        grace = STOP_GRACE_SECONDS
+        for event in entry.run(conv.client, cancel, lambda: start(cancel), wait=True, grace=grace):
+            started = True
+            events.put(event)
+    except Exception:  # Pipeline.run reports failures in Done; anything else is a bug
+        started = True
+        log.exception("the pipeline crashed")
+    finally:
+        if conv.ended:  # the page was left mid-run: what the run wrote since goes too
+            conv.delete_files()
+        events.put(None if started else Done(Outcome.CANCELLED))  # None: the worker has ended
+
+
+def _made_media(done: Done) -> frozenset[int]:
+    """The tasks of a run that drew an image, a clip or a video from a seed: a new seed redraws them."""
+    return frozenset(
+        r.id
+        for r in done.records
+        if r.status is TaskStatus.DONE
+        and (choice := done.choices.get(r.id)) is not None
+        and choice.seed is not None
+        and any(a.kind in MEDIA_KINDS for a in r.outputs)
+    )
+
+
+def _split_message(message: dict[str, Any] | str | None) -> tuple[str, list[str]]:
+    if message is None:
+        return "", []
+    if isinstance(message, str):
+        return message.strip(), []
+    files = []
+    for f in message.get("files") or []:
+        path = f.get("path") if isinstance(f, dict) else f
+        if path:
+            files.append(str(path))
+    return str(message.get("text") or "").strip(), files
+
+
+def _note(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
