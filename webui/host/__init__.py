@@ -1,4 +1,5 @@
-"""What every way in shares (webui.host.host.Host): settings, LLM clients and endpoints
+"""What every way in shares (webui.host.host.Host) and the one place a visitor's run starts
+(run_entry): settings, LLM clients and endpoints
 (backends), who is calling (callers), slots, the token ledger (token_budget, charged_llm), uploads
 and their quota, a visitor's settings, ZeroGPU, the words limits are named in. Never imports a door
 or the page."""
