@@ -1,5 +1,5 @@
-"""`python -m hugginggpt.catalog refresh|check|list|show`: refresh from the Hub, check models on it,
-or look at the catalog."""
+"""`python -m hugginggpt.catalog refresh|check|list|show|add-space|add-mcp`: refresh from the Hub,
+check models on it, look at the catalog, or add a Space's or an MCP server's tools to a catalog file."""
 
 from __future__ import annotations
 
