@@ -42,12 +42,6 @@ INTERRUPTED = interrupted.RESUMABLE
 FOLDER_KEY = "folder:"  # a conversation taken up with no page open is saved under its folder's id
 
 
-DISK_FULL = (
-    "This app's disk for conversations is full right now, so the files were not kept. "
-    "Delete an earlier conversation of yours, or try again later."
-)
-
-
 class TableFull(RuntimeError):
     """No room for another conversation now; the message says so in the visitor's words."""
 
@@ -258,7 +252,7 @@ class ConversationTable:
 
     def make_room(self, conv: Conversation, files: list[str], *, locked: bool = False) -> bool:
         """Trims the disk cap's conversations for `files` to join `conv` (its caller's own first:
-        webui.chat.conversation_store); False when they would still pass it (then: DISK_FULL)."""
+        webui.chat.conversation_store); False when they would still pass it (then: engine.DISK_FULL)."""
         if self.store is None or not self.saved(conv.key):
             return True
         incoming = sum(Path(f).stat().st_size for f in files if Path(f).is_file())

@@ -22,7 +22,7 @@ from hugginggpt.run.events import Done, ErrorKind, Event, Outcome
 from hugginggpt.run.pipeline import Pipeline
 from hugginggpt.run.records import TaskStatus
 from hugginggpt.stages.planfile import choices_as_ran
-from webui.chat.conversations import DISK_FULL, Conversation, ConversationTable, TableFull
+from webui.chat.conversations import Conversation, ConversationTable, TableFull
 from webui.chat.live_runs import STOP_GRACE_SECONDS, LiveRun
 from webui.chat.render import RunView, user_messages
 from webui.chat.review_form import Draft, Origin
@@ -34,6 +34,11 @@ from webui.host.run_entry import Refused, RunEntry
 from webui.host.session_settings import LLMChoice
 from webui.host.slots import RunSlots
 from webui.host.uploads import check_upload
+
+DISK_FULL = (
+    "This app's disk for conversations is full right now, so the files were not kept. "
+    "Delete an earlier conversation of yours, or try again later."
+)
 
 log = logging.getLogger(__name__)
 

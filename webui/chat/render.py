@@ -50,6 +50,7 @@ from webui.chat.render_text import (
     plan_markdown,
     shortened,
     state_badge,
+    summary_line,
     user_messages,
     value_text,
 )
@@ -360,7 +361,8 @@ class RunView:
                     f"No valid plan: rejected {n} time{'s' if n != 1 else ''}"
                 )
             self._close(self.plan_box)
-        self._close(self.work, title=self._summary(done))
+        seconds = f"{self.clock() - self.started:.1f} s"
+        self._close(self.work, title=summary_line(done, seconds, self.plan, self.states, self.models))
         if done.trace_file:  # last inside the work box; the answer and any note stay last in the turn
             nested = [n for n, m in enumerate(self.messages) if (m.get("metadata") or {}).get("parent_id")]
             self.messages.insert(
@@ -374,36 +376,6 @@ class RunView:
         if self._answer is not None and not self._answer["content"]:
             self.messages.remove(self._answer)
             self._answer = None
-
-    def _summary(self, done: Done) -> str:
-        seconds = f"{self.clock() - self.started:.1f} s"
-        n = len(self.plan.tasks) if self.plan else 0
-        counts: dict[str, int] = {}
-        for state in self.states.values():
-            counts[state] = counts.get(state, 0) + 1
-        if done.outcome is Outcome.CANCELLED:
-            return f"{state_badge('stopped')} after {seconds} · {counts.get('done', 0)} of {n} tasks done"
-        if self.plan is None:
-            return f"{state_badge('failed')} · {seconds}"
-        if done.outcome is Outcome.PLANNED:
-            return f"Plan ready for review · {n} task{'s' if n != 1 else ''} · {seconds}"
-        if not n:
-            return f"Answered without models · {seconds}"
-        models = len({m for i, m in self.models.items() if self.states.get(i) == "done"})
-        parts = [f"{n} task{'s' if n != 1 else ''}", f"{models} model{'s' if models != 1 else ''}", seconds]
-        parts += [
-            f"{state_badge(s)} {counts[s]}" for s in ("failed", "skipped", "not finished") if counts.get(s)
-        ]
-        crashes = int(done.trace.get("crashes") or 0)  # continued after a restart (run.resume)
-        if crashes:
-            parts.append(f"continued after {crashes} restart{'s' if crashes != 1 else ''}")
-        spent = done.usage  # every attempt's tokens, for a continued run
-        if spent.total_tokens:
-            cost = spent.cost
-            parts.append(
-                f"{spent.total_tokens:,} tokens" + (f" · cost {cost:.6g}" if cost is not None else "")
-            )
-        return " · ".join(parts)
 
     def note(self, text: str) -> None:
         """A plain assistant message (errors, hints)."""

@@ -1,5 +1,6 @@
 """The words and marks of the chat's messages (webui.chat.render builds the messages from them): links to
-models, task-state badges, the plan as a list, the person's bubbles, text cut to a readable length.
+models, task-state badges, the plan as a list, the person's bubbles, a finished run's summary line, text cut
+to a readable length.
 
 No gradio import here; everything the LLM, a model or a plan wrote passes through webui.chat.safe_html.
 """
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hugginggpt.files.artifacts import Artifact
-from hugginggpt.run.events import PickSource
+from hugginggpt.run.events import Done, Outcome, PickSource
 from hugginggpt.stages.plan import RESOURCE_REF, Plan
 from webui.chat.safe_html import clean, plain
 
@@ -100,3 +101,33 @@ def value_text(artifact: Artifact) -> str:
 
 def short_block(text: str) -> str:
     return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "..."
+
+
+def summary_line(
+    done: Done, seconds: str, plan: Plan | None, states: dict[int, str], models: dict[int, str]
+) -> str:
+    """The line over a finished run: its tasks and models, its time, what went wrong, the restarts it
+    was continued after, and the tokens and cost of every attempt."""
+    n = len(plan.tasks) if plan else 0
+    counts: dict[str, int] = {}
+    for state in states.values():
+        counts[state] = counts.get(state, 0) + 1
+    if done.outcome is Outcome.CANCELLED:
+        return f"{state_badge('stopped')} after {seconds} · {counts.get('done', 0)} of {n} tasks done"
+    if plan is None:
+        return f"{state_badge('failed')} · {seconds}"
+    if done.outcome is Outcome.PLANNED:
+        return f"Plan ready for review · {n} task{'s' if n != 1 else ''} · {seconds}"
+    if not n:
+        return f"Answered without models · {seconds}"
+    used = len({m for i, m in models.items() if states.get(i) == "done"})
+    parts = [f"{n} task{'s' if n != 1 else ''}", f"{used} model{'s' if used != 1 else ''}", seconds]
+    parts += [f"{state_badge(s)} {counts[s]}" for s in ("failed", "skipped", "not finished") if counts.get(s)]
+    crashes = int(done.trace.get("crashes") or 0)  # continued after a restart (run.resume)
+    if crashes:
+        parts.append(f"continued after {crashes} restart{'s' if crashes != 1 else ''}")
+    spent = done.usage  # every attempt's tokens, for a continued run
+    if spent.total_tokens:
+        cost = spent.cost
+        parts.append(f"{spent.total_tokens:,} tokens" + (f" · cost {cost:.6g}" if cost is not None else ""))
+    return " · ".join(parts)
