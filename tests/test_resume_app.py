@@ -67,6 +67,8 @@ def test_a_cut_off_run_is_continued_on_start_and_its_finished_tasks_do_not_run_a
     assert shown[-1].startswith("Answer for conv-resumed") and interrupted.RESUMABLE not in shown
     assert any("from before the restart" in str(m["content"]) for m in conv.display)
     assert any("continued after 1 restart" in str(m.get("metadata")) for m in conv.display)
+    # the run's thread frees the conversation, then saves it: the record follows a moment later
+    wait_until(lambda: restarted.conversations.store.load(key)["running"] is False)
     record = restarted.conversations.store.load(key)
     assert record["running"] is False and record["display"][-1]["content"].startswith("Answer for")
     first.gate.set()
