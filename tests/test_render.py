@@ -113,8 +113,10 @@ def test_a_request_is_one_turn_a_work_box_nesting_the_plan_and_its_tasks(tmp_pat
         "Task 0 · object-detection · facebook/detr-resnet-50 · ✓ done",
         "Task 1 · image-to-text · a/cap · ✓ done",
         "Task 2 · text-to-image · b/paint · ✓ done",
-        "Task 3 · text-to-speech · a/voice · ✕ failed",
+        "Task 3 · text-to-speech · a/voice · ✕ failed — the voice crashed ",
     ]
+    # a failed task says why on its folded line, its markup defused as everywhere in a title
+    assert tasks[3]["metadata"]["title"].endswith("✕ failed</span> — the <b>voice</b> crashed <\u200bform action=x>")
     assert all(m["metadata"]["status"] == "done" for m in tasks)  # no spinner left
     assert "log" not in tasks[2]["metadata"]  # the retry note went with the retry
     assert tasks[2]["content"].startswith(
@@ -157,7 +159,7 @@ def test_states_tell_the_truth_skipped_stopped_and_failed_plans():
     shown = by_title(view)
     assert (
         "**Skipped:** it needs task 0 (object-detection), which failed"
-        in shown["Task 1 · image-to-text · ↷ skipped"]["content"]
+        in shown["Task 1 · image-to-text · ↷ skipped — it needs task 0 (object-detection), which failed"]["content"]
     )
     assert "Task 2 · text-to-image · a/paint · ■ stopped" in shown  # running when Stop came
     assert "Task 3 · text-to-speech · ■ stopped" in shown  # never started
@@ -173,6 +175,32 @@ def test_states_tell_the_truth_skipped_stopped_and_failed_plans():
     view.feed(Done(Outcome.FAILED, error=error, error_kind=ErrorKind.PLAN))
     assert view.plan_box["metadata"]["title"] == "No valid plan: rejected 3 times"  # agrees with the error
     assert all(f"attempt {n}: problem {n}" in view.plan_box["content"] for n in (1, 2, 3))
+
+
+def test_only_the_running_task_box_is_open_and_a_finished_one_is_one_line():
+    """Gradio draws a box open while its status is "pending" and folded once it is "done"."""
+    view = RunView("r5")
+    view.feed(PlanReady(PLAN, 1))
+    view.feed(TaskStarted(0, "object-detection", "a/detect"))
+    view.feed(TaskFinished(0, "object-detection", "a/detect", [Artifact("data", value=[])], 2.14))
+    view.feed(TaskStarted(1, "image-to-text", "a/cap"))
+    why = "the captioner ran out of memory while it loaded " + "its weights " * 20
+    view.feed(TaskFailed(2, "text-to-image", "", why, final=True, seconds=0.0))
+
+    def status():
+        return {read(m["metadata"]["title"]): m["metadata"]["status"] for m in view.messages[2:]}
+
+    assert status() == {
+        "Task 0 · object-detection · a/detect · ✓ done": "done",  # folded; Gradio adds "(2.1s)"
+        "Task 1 · image-to-text · a/cap · ◔ running": "pending",  # the one open box
+        "Task 2 · text-to-image · ✕ failed — " + why[:89] + "…": "done",  # why, cut to one line
+        "Task 3 · text-to-speech · ○ waiting": "done",
+    }
+    assert view._tasks[0]["metadata"]["duration"] == 2.14
+    assert why in view._tasks[2]["content"]  # the box says it whole
+    view.feed(Done(Outcome.ANSWERED, answer="x"))
+    assert all(m["metadata"]["status"] == "done" for m in view.messages if m.get("metadata"))
+    assert read(view._tasks[1]["metadata"]["title"]) == "Task 1 · image-to-text · a/cap · ■ not finished"
 
 
 def test_a_task_box_shows_its_download_then_its_load_in_its_log_line():

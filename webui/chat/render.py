@@ -57,6 +57,7 @@ from webui.chat.render_text import (
 from webui.chat.safe_html import clean, plain
 
 __all__ = ["RunView", "model_link", "plan_markdown", "user_messages"]  # as before the split
+REASON_CHARS = 90  # a failed or skipped task's reason on its folded line; its box says it whole
 
 
 class RunView:
@@ -87,6 +88,7 @@ class RunView:
         self.cached: set[int] = set()  # tasks served from the result cache
         self.resumed: set[int] = set()  # tasks that finished before a crash (hugginggpt.run.resume)
         self.names: dict[int, str] = {}  # each task's type
+        self.why_not: dict[int, str] = {}  # why a task failed or was skipped, said on its folded line
         self._tasks: dict[int, dict[str, Any]] = {}
         self._media_of: dict[int, list[dict[str, Any]]] = {}  # each task's media messages
         self._task_started: dict[int, float] = {}
@@ -148,13 +150,14 @@ class RunView:
         self._plan_box()["content"] = "\n\n".join(p for p in parts if p)
 
     def _task_title(self, i: int, task: str) -> str:
+        """One line that says it all once the box folds: the task, its model, its state (a failed or
+        skipped one with why), how it got its outputs; Gradio adds the time it took."""
         model = self.models.get(i)
         state = self.states.get(i, "waiting")
-        cached = self._served(i)
+        why = self.why_not.get(i, "") if state in ("failed", "skipped") else ""
+        badge = state_badge(state) + (f" — {plain(shortened(why, REASON_CHARS))}" if why else "")
         return " · ".join(
-            x
-            for x in (f"Task {i}", plain(task), plain(model) if model else "", state_badge(state), cached)
-            if x
+            x for x in (f"Task {i}", plain(task), plain(model) if model else "", badge, self._served(i)) if x
         )
 
     def _set_state(self, i: int, task: str, state: str, *, seconds: float | None = None) -> dict[str, Any]:
@@ -223,9 +226,11 @@ class RunView:
                     add_text(node, f"{who} failed: {clean(error)}; trying the next candidate.")
                     node["metadata"]["log"] = "retrying with another model"
                 else:
+                    self.why_not[i] = error
                     node = self._set_state(i, task, "failed", seconds=seconds or None)
                     add_text(node, f"**Failed:** {clean(error)}")
             case TaskSkipped(task_id=i, task=task, reason=reason):
+                self.why_not[i] = reason
                 node = self._set_state(i, task, "skipped")
                 add_text(node, f"**Skipped:** {clean(reason)}")
             case AnswerDelta(text=text):
@@ -279,7 +284,7 @@ class RunView:
         """A task the plan that counts does not have: its box and outputs leave the turn."""
         gone = [id(m) for m in (self._tasks.pop(i, None), *self._media_of.pop(i, [])) if m is not None]
         self.messages[:] = [m for m in self.messages if id(m) not in gone]  # by identity: dicts may be equal
-        for known in (self.states, self.names, self.models, self.texts, self._task_started):
+        for known in (self.states, self.names, self.models, self.texts, self.why_not, self._task_started):
             known.pop(i, None)
         self.cached.discard(i)
         if self.plan is not None:
@@ -343,6 +348,9 @@ class RunView:
         """No spinner may keep turning: unfinished tasks are stopped (or not finished), the work folds."""
         self.done = done
         by_record = {r.id: str(r.status) for r in done.records}
+        for r in done.records:  # a task that ended without its own event still says why on its line
+            if r.error and str(r.status) in ("failed", "skipped"):
+                self.why_not.setdefault(r.id, r.error)
         leftover = "stopped" if done.outcome is Outcome.CANCELLED else "not finished"
         for i in list(self._tasks):
             if done.outcome is Outcome.PLANNED:  # nothing ran yet: the tasks wait for the person
