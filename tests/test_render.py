@@ -116,7 +116,9 @@ def test_a_request_is_one_turn_a_work_box_nesting_the_plan_and_its_tasks(tmp_pat
         "Task 3 · text-to-speech · a/voice · ✕ failed — the voice crashed ",
     ]
     # a failed task says why on its folded line, its markup defused as everywhere in a title
-    assert tasks[3]["metadata"]["title"].endswith("✕ failed</span> — the <b>voice</b> crashed <\u200bform action=x>")
+    assert tasks[3]["metadata"]["title"].endswith(
+        "✕ failed</span> — the <b>voice</b> crashed <\u200bform action=x>"
+    )
     assert all(m["metadata"]["status"] == "done" for m in tasks)  # no spinner left
     assert "log" not in tasks[2]["metadata"]  # the retry note went with the retry
     assert tasks[2]["content"].startswith(
@@ -157,10 +159,8 @@ def test_states_tell_the_truth_skipped_stopped_and_failed_plans():
     view.feed(TaskStarted(2, "text-to-image", "a/paint"))
     view.feed(Done(Outcome.CANCELLED))
     shown = by_title(view)
-    assert (
-        "**Skipped:** it needs task 0 (object-detection), which failed"
-        in shown["Task 1 · image-to-text · ↷ skipped — it needs task 0 (object-detection), which failed"]["content"]
-    )
+    skipped = shown["Task 1 · image-to-text · ↷ skipped — it needs task 0 (object-detection), which failed"]
+    assert "**Skipped:** it needs task 0 (object-detection), which failed" in skipped["content"]
     assert "Task 2 · text-to-image · a/paint · ■ stopped" in shown  # running when Stop came
     assert "Task 3 · text-to-speech · ■ stopped" in shown  # never started
     assert read(view.messages[0]["metadata"]["title"]).startswith("■ stopped after")

@@ -116,7 +116,9 @@ def test_edit_after_a_run_runs_only_the_edited_task_and_its_dependants(chat, tmp
     )
     assert len(endpoint.calls) == 3
     offered = [o["label"] for o in options(chat.find("s1"))]
-    assert offered == ["↻ New image for task 1", "↻ New voice for task 2", "✎ Edit the plan"]
+    assert offered == ["↻ New seed ▾ (2 outputs)", "✎ Edit the plan"]  # the new seeds are one menu
+    opened = [o["label"] for o in options(chat.find("s1"), seeds_open=True)]
+    assert opened == ["↻ New seed ▴", "↻ New image for task 1", "↻ New voice for task 2", "✎ Edit the plan"]
     form = review_chat.edit_last_run(chat, "s1")
     edited = values(form, **{"1:arg:text": "a lighthouse"})
     *_, (messages, _, _) = review_chat.run_reviewed(chat, "s1", form, edited, LLMChoice())

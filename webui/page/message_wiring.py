@@ -8,37 +8,37 @@ again in place (webui.chat.turns) through webui.chat.review_chat or the chat, st
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import gradio
+import gradio as gr
 
 from webui.chat import resume_runs, review_chat, turns
 from webui.chat.engine import ChatApp
 from webui.host.host import Host
 from webui.host.session_settings import LLMChoice
 from webui.page import message_actions
+from webui.page.handlers import choice, session_of
+from webui.page.visitors import Visitors
 
 QUIET = {"api_visibility": "private", "show_progress": "hidden"}
 Updates = Iterator[tuple[list[dict[str, Any]], list[str], bool]]  # chat, traces, still running
 
 
 class MessageActions:
-    """`session_of(conv_key, request)` names the conversation, `choice(*values)` makes the LLM
-    choice from the chat's inputs, `stream(session, updates)` turns a run's updates into the page's
-    [chatbot, traces, message box] values."""
+    """The actions over the host and the chat engine, given as plain values by the page's one wiring
+    place (webui.page.wiring): `visitors` knows which conversation a browser has open,
+    `stream(session, updates)` turns a run's updates into the page's [chatbot, traces, message box]
+    values. Nothing here calls back into the page otherwise."""
 
     def __init__(
         self,
-        gr: Any,
         host: Host,
         chat: ChatApp,
+        visitors: Visitors,
         *,
-        session_of: Callable[[str, Any], str],
-        choice: Callable[..., LLMChoice],
         stream: Callable[[str, Updates], Iterator[Any]],
         concurrency: int,
     ):
-        self.gr, self.host, self.chat = gr, host, chat
-        self.session_of, self.choice, self.stream = session_of, choice, stream
-        self.concurrency = concurrency
+        self.host, self.chat, self.visitors = host, chat, visitors
+        self.stream, self.concurrency = stream, concurrency
 
     def wire(
         self,
@@ -54,7 +54,7 @@ class MessageActions:
         controls wait), the run streams into `outputs`, then each step of `after`. Gradio disables the
         retry icon and the pencil meanwhile; the options show only once a run has ended. Returns the
         runs' events (for cancels)."""
-        gr, runs = self.gr, []
+        runs = []
         clicked = gr.State(None)  # the event's data: only a trigger's first step is given it
         for trigger, act, data_type in (
             (chatbot.retry, self.on_retry, gr.RetryData),
@@ -96,7 +96,7 @@ class MessageActions:
         index = clicked["index"]
         turn = turns.index_of(conv.turns, index) if conv is not None and isinstance(index, int) else None
         if conv is None or turn is None or index >= turns.request_end(conv.display, conv.turns[turn]):
-            self.gr.Info("That message cannot be edited here: send the request again as a new message.")
+            gr.Info("That message cannot be edited here: send the request again as a new message.")
             yield from self.stream(session, _as_is(conv))
             return
         message = review_chat.request_of(self.chat, session, turn) or {"files": []}
@@ -111,6 +111,9 @@ class MessageActions:
         restart cut off, continued."""
         session, the_choice, _ = self._actor(conv_key, request, values)
         task = message_actions.regenerated_task(clicked["value"])
+        if clicked["value"] in message_actions.MENU:  # the new-seed menu opened or folded: nothing runs
+            yield from self.stream(session, _with_seeds(self.host.find(session), clicked["value"]))
+            return
         if clicked["value"] == message_actions.CONTINUE:
             updates = resume_runs.continue_run(self.chat, session, the_choice, hf_token=hf_token)
         elif task is not None:
@@ -130,16 +133,14 @@ class MessageActions:
     def _actor(self, conv_key: str, request: Any, values: tuple[Any, ...]) -> tuple[str, LLMChoice, bool]:
         """The session, the LLM choice and the review toggle of an action's inputs (the chat's)."""
         base_url, model, key, mode, top_k, review, limits = values
-        the_choice = self.choice(base_url, model, key, mode, top_k, *(limits or ()))
-        return self.session_of(conv_key, request), the_choice, bool(review)
+        the_choice = choice(base_url, model, key, mode, top_k, *(limits or ()))
+        return self.visitors.key(conv_key, session_of(request)), the_choice, bool(review)
 
     # ---- as Gradio calls them ------------------------------------------------------------------
 
     def _busy_for(self, data_type: Any, n: int, busy_values: Callable[[], tuple[Any, ...]]):
         """The step before an action: the page busy (opening the plan to edit runs nothing, so it
         stays as it is), and the event's data kept for the action as {"index", "value"}."""
-        gr = self.gr
-
         def busy(data: data_type):  # Gradio finds the event's data by this annotation
             clicked = {"index": data.index, "value": data.value}
             runs = (
@@ -157,15 +158,24 @@ class MessageActions:
         on a Space with sign-in, the visitor's token too (asked only there)."""
         if self.host.settings.uses_oauth:
 
-            def signed_in(request: gradio.Request, token: gradio.OAuthToken | None, clicked, *values):
+            def signed_in(request: gr.Request, token: gr.OAuthToken | None, clicked, *values):
                 yield from act(request, clicked, token.token if token else None, *values)
 
             return signed_in
 
-        def handler(request: gradio.Request, clicked, *values):
+        def handler(request: gr.Request, clicked, *values):
             yield from act(request, clicked, None, *values)
 
         return handler
+
+
+def _with_seeds(conv: Any, value: str) -> Updates:
+    """The chat as it stands, its new-seed menu opened or folded as `value` asks."""
+    if conv is None or not conv.display:
+        yield from _as_is(conv)
+        return
+    offered = message_actions.options(conv, seeds_open=value == message_actions.SEEDS_OPEN)
+    yield message_actions.with_options(conv.display, offered), conv.traces, False
 
 
 def _as_is(conv: Any) -> Updates:

@@ -65,9 +65,8 @@ class PageWiring:
         )
         self.run.then(*finish, **QUIET).then(*self.refresh, **QUIET)
         actions = MessageActions(
-            gr, page.host, page.chat, session_of=page.conversation_key, choice=choice, stream=page.streamed,
-            concurrency=page.concurrency,
-        )  # fmt: skip
+            page.host, page.chat, page.visitors, stream=page.streamed, concurrency=page.concurrency
+        )
         actions_runs = actions.wire(
             ui.chatbot, [*ui.chat_inputs], [ui.chatbot, ui.traces, ui.box], busy=busy,
             busy_values=lambda: (gr.Button(visible=True), *self.plan_controls.busy()),
