@@ -50,10 +50,17 @@ def test_the_actions_on_a_message_redo_its_turn_in_place(llm_server, tmp_path):
         assert retry.count() == 0 or retry.is_disabled()
         chat.get_by_text("Answer for conv-act").wait_for()
         page.locator("#stop").wait_for(state="hidden")
+        seeds = chat.get_by_role("button", name="↻ New seed ▾ (2 outputs)")  # the new seeds: one menu
+        seeds.wait_for()
+        assert chat.locator("button.option").all_inner_texts() == [
+            "↻ New seed ▾ (2 outputs)",
+            "✎ Edit the plan",
+        ]
+        assert retry.is_enabled()
+        seeds.click()
         new_image = chat.get_by_role("button", name="↻ New image for task 1")
         new_image.wait_for()
         assert chat.get_by_role("button", name="↻ New voice for task 2").count() == 1
-        assert retry.is_enabled()
 
         # a new seed for the image: only that task runs, in place of the old answer
         new_image.click()
