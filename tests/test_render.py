@@ -190,12 +190,13 @@ def test_only_the_running_task_box_is_open_and_a_finished_one_is_one_line():
     def status():
         return {read(m["metadata"]["title"]): m["metadata"]["status"] for m in view.messages[2:]}
 
-    assert status() == {
+    expected = {
         "Task 0 · object-detection · a/detect · ✓ done": "done",  # folded; Gradio adds "(2.1s)"
         "Task 1 · image-to-text · a/cap · ◔ running": "pending",  # the one open box
         "Task 2 · text-to-image · ✕ failed — " + why[:89] + "…": "done",  # why, cut to one line
         "Task 3 · text-to-speech · ○ waiting": "done",
     }
+    assert status() == expected
     assert view._tasks[0]["metadata"]["duration"] == 2.14
     assert why in view._tasks[2]["content"]  # the box says it whole
     view.feed(Done(Outcome.ANSWERED, answer="x"))

@@ -141,6 +141,7 @@ class MessageActions:
     def _busy_for(self, data_type: Any, n: int, busy_values: Callable[[], tuple[Any, ...]]):
         """The step before an action: the page busy (opening the plan to edit runs nothing, so it
         stays as it is), and the event's data kept for the action as {"index", "value"}."""
+
         def busy(data: data_type):  # Gradio finds the event's data by this annotation
             clicked = {"index": data.index, "value": data.value}
             runs = (
@@ -170,9 +171,10 @@ class MessageActions:
 
 
 def _with_seeds(conv: Any, value: str) -> Updates:
-    """The chat as it stands, its new-seed menu opened or folded as `value` asks."""
-    if conv is None or not conv.display:
-        yield from _as_is(conv)
+    """The chat as it stands, its new-seed menu opened or folded as `value` asks (a stale menu clicked
+    in another tab while a run goes opens nothing: no option shows during a run)."""
+    if conv is None or not conv.display or conv.cancel is not None:
+        yield (conv.display, conv.traces, conv.cancel is not None) if conv is not None else ([], [], False)
         return
     offered = message_actions.options(conv, seeds_open=value == message_actions.SEEDS_OPEN)
     yield message_actions.with_options(conv.display, offered), conv.traces, False
