@@ -65,6 +65,8 @@ def test_browser_review_edit_an_argument_run_the_plan_and_regenerate_its_image(l
         assert len(endpoint.calls) == 3 and drawn[0][2]["text"] == "a red boat at sea"
 
         # the generated image gets a new seed on a click: only that task runs again, in place
+        seeds = chat.get_by_role("button", name="↻ New seed ▾ (2 outputs)")  # the new seeds: one menu
+        seeds.click()
         new_image = chat.get_by_role("button", name="↻ New image for task 1")
         new_image.click()
         chat.get_by_text("Version 1 · replaced: a new seed for task 1").wait_for()
@@ -75,11 +77,12 @@ def test_browser_review_edit_an_argument_run_the_plan_and_regenerate_its_image(l
         assert [c[0] for c in endpoint.calls[3:]] == ["text-to-image"]
         # the voice came from the result cache, and says so under its clip
         chat.get_by_text("Task 2 · text-to-speech · org/speaker · from the cache").wait_for()
-        new_image.wait_for()  # offered again for the new image
+        seeds.click()  # offered again for the new image
+        new_image.wait_for()
         chat.get_by_role("button", name="✎ Edit the plan").wait_for()  # and the plan, to edit
         page.screenshot(path=str(SCREENSHOTS / "review_after_regenerate.png"), full_page=True)
 
         page.reload()  # the toggle is kept in this browser, like the other settings
         chat.get_by_text("Version 1 · replaced: a new seed for task 1").wait_for()
-        new_image.wait_for()
+        seeds.wait_for()  # the menu folded again, as a new page shows it
         assert page.locator("#review-toggle input[type=checkbox]").is_checked()
