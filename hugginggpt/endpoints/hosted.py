@@ -112,17 +112,21 @@ class HostedEndpoint(Endpoint):
             return Route(route.provider, route, None)
         return Route(self.provider, None, why_not(served, self.provider, op.hf_task, have_token=have_token))
 
-    def _client(self, model: ModelCard, provider: str, token: str | None, timeout: float) -> Any:
+    def _client(
+        self, model: ModelCard, provider: str, token: str | None, timeout: float, headers: dict[str, str]
+    ) -> Any:
+        """`headers`: the call's own (transport.carrying: its stop reaches an expert server)."""
         from huggingface_hub import InferenceClient
 
         transport.install()  # the token rule, even if somebody replaced huggingface_hub's client since
         if model.endpoint_url:
-            return InferenceClient(model=model.endpoint_url, token=token, timeout=timeout)
+            return InferenceClient(model=model.endpoint_url, token=token, timeout=timeout, headers=headers)
         return InferenceClient(
             model=model.id,
             provider=provider,  # type: ignore[arg-type]  # a Literal of the providers it knew when released
             token=token,
             timeout=timeout,
+            headers=headers,
         )
 
     def run(
@@ -132,7 +136,8 @@ class HostedEndpoint(Endpoint):
         inputs: dict[str, Any],
         call: Call,
     ) -> Result:
-        # `call.stop` ends the retries; an HTTP call in flight cannot be taken back (the time-out bounds it).
+        # `call.stop` ends the retries, and a call in flight to an expert server (transport.py); one to
+        # another host cannot be taken back (the time-out bounds it).
         # A signed-in visitor's token pays for their calls; else the server's.
         token = _clean(call.credentials.hf_token) or self.token
         op = self._op(task, model)
@@ -149,8 +154,9 @@ class HostedEndpoint(Endpoint):
             if refusal is not None:  # known before any request: the next candidate gets the turn
                 raise ModelUnavailable(f"{model.id}: {refusal}")
         try:
-            client = self._client(model, provider, token, call.seconds_left(self.timeout))
-            result = self._call_with_retries(op, client, inputs, where, call.stop)
+            with transport.carrying(call.stop) as headers:
+                client = self._client(model, provider, token, call.seconds_left(self.timeout), headers)
+                result = self._call_with_retries(op, client, inputs, where, call.stop)
         except EndpointError as exc:  # messages reach the chat, traces and the LLM: never a token
             raise type(exc)(_redact(str(exc), token)) from None
         try:

@@ -84,14 +84,13 @@ class RemoteEndpoint(Endpoint):
         call: Call,
     ) -> Result:
         at_server = replace(model, endpoint_url=self.model_url(model, task))
-        with transport.stoppable(call.stop):
-            try:
-                # No HF token goes to the expert server, the visitor's neither.
-                result = self.hosted.run(task, at_server, inputs, replace(call, credentials=Credentials()))
-                return Result(outputs=result.outputs, answered_by=self.name)
-            except Stopped:
-                raise
-            except EndpointError:
-                if call.stop is not None and call.stop.is_set():  # the call was abandoned on purpose
-                    raise Stopped(f"{model.id}: stopped") from None
-                raise
+        try:
+            # No HF token goes to the expert server, the visitor's neither; its stop travels in the call.
+            result = self.hosted.run(task, at_server, inputs, replace(call, credentials=Credentials()))
+            return Result(outputs=result.outputs, answered_by=self.name)
+        except Stopped:
+            raise
+        except EndpointError:
+            if call.stop is not None and call.stop.is_set():  # the call was abandoned on purpose
+                raise Stopped(f"{model.id}: stopped") from None
+            raise
