@@ -65,8 +65,7 @@ class RemoteEndpoint(Endpoint):
             return self._listing
 
     def can_run(self, model: ModelCard) -> bool:
-        op = self.hosted._op(model.task, replace(model, endpoint_url=self.url))
-        if op is None or not op.by_url:
+        if self.hosted.route(model.task, replace(model, endpoint_url=self.url)).refusal is not None:
             return False  # no protocol call for this task (depth-estimation, text-to-video)
         listing = self.listing()
         if listing is None:
