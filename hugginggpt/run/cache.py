@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from hugginggpt.catalog import ModelCard
-from hugginggpt.config import CACHE_SCOPES
 from hugginggpt.endpoints import CACHE, Call, Endpoint, Result, WrappedEndpoint
 from hugginggpt.files.artifacts import Artifact
 from hugginggpt.files.hashing import file_sha256, folder_sha256, folder_signature, value_sha256
@@ -44,7 +43,6 @@ except ImportError:  # not on POSIX: threads are still serialised, processes are
 log = logging.getLogger(__name__)
 
 FORMAT = 1  # part of every key: raise it when keys or entries change, and old entries go unused
-SCOPES = CACHE_SCOPES  # "conversation" or "process"
 _META = "meta.json"
 
 _thread_locks: dict[Path, threading.Lock] = {}
