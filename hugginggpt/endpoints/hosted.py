@@ -159,6 +159,8 @@ class HostedEndpoint(Endpoint):
                 client = self._client(model, provider, token, call.seconds_left(self.timeout), headers)
                 result = self._call_with_retries(op, client, inputs, where, call.stop)
         except EndpointError as exc:  # messages reach the chat, traces and the LLM: never a token
+            if call.stop is not None and call.stop.is_set():  # the call was abandoned on purpose
+                raise Stopped(f"{where}: stopped") from None
             raise type(exc)(_redact(str(exc), token)) from None
         try:
             return Result(outputs=to_artifacts(op, result, inputs, call.out_dir, task), answered_by=self.name)

@@ -27,6 +27,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -95,7 +96,7 @@ def install() -> None:
     with _lock:
         hooks = get_session().event_hooks
         if not any(isinstance(hook, _Rules) for hook in hooks["request"]):
-            set_client_factory(_Factory(_Rules(hooks["request"]), hooks["response"]))
+            set_client_factory(partial(_client, _Rules(hooks["request"]), list(hooks["response"])))
 
 
 class _Rules:
@@ -119,23 +120,17 @@ class _Rules:
             hook(request)
 
 
-class _Factory:
+def _client(rules: _Rules, response_hooks: list[Any]) -> Any:
     """huggingface_hub's kind of client (redirects followed, no time-out but the call's), with our
     hook and our transport in front of the default one (for registered servers)."""
+    import httpx2
 
-    def __init__(self, rules: _Rules, response_hooks: list[Any]) -> None:
-        self.rules = rules
-        self.response_hooks = list(response_hooks)
-
-    def __call__(self) -> Any:
-        import httpx2
-
-        return httpx2.Client(
-            event_hooks={"request": [self.rules], "response": self.response_hooks},
-            follow_redirects=True,
-            timeout=None,
-            transport=_Transport(httpx2.HTTPTransport()),  # type: ignore[arg-type]  # duck-typed: httpx2 loads late
-        )
+    return httpx2.Client(
+        event_hooks={"request": [rules], "response": response_hooks},
+        follow_redirects=True,
+        timeout=None,
+        transport=_Transport(httpx2.HTTPTransport()),  # type: ignore[arg-type]  # duck-typed: httpx2 loads late
+    )
 
 
 class _Transport:
