@@ -103,13 +103,7 @@ class Endpoint(ABC):
         """Cheap check, no loading: may this endpoint be offered `model`?"""
 
     @abstractmethod
-    def run(
-        self,
-        task: str,
-        model: ModelCard,
-        inputs: dict[str, Any],
-        call: Call,
-    ) -> Result:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
         """Run `task` with `model`.
 
         `inputs` maps the task's argument names to values: a str for text arguments, an absolute

@@ -139,13 +139,7 @@ class HostedEndpoint(Endpoint):
             headers=headers,
         )
 
-    def run(
-        self,
-        task: str,
-        model: ModelCard,
-        inputs: dict[str, Any],
-        call: Call,
-    ) -> Result:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
         # `call.stop` ends the retries, and a call in flight to an expert server (transport.py); one to
         # another host cannot be taken back (the time-out bounds it).
         # A signed-in visitor's token pays for their calls; else the server's.

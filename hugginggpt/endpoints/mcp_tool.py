@@ -118,13 +118,7 @@ class McpToolEndpoint(ToolEndpoint):
     def describe(self) -> str:
         return "mcp (tools of MCP servers added to the catalog)"
 
-    def run(
-        self,
-        task: str,
-        model: ModelCard,
-        inputs: dict[str, Any],
-        call: Call,
-    ) -> Result:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
         ref = self.tool(model)
         headers = credentials(ref, self.hf_token)
         arguments = tool_arguments(ref, inputs, lambda path, _kind: inline_file(path, ref.encoding))

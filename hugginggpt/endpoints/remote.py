@@ -75,13 +75,7 @@ class RemoteEndpoint(Endpoint):
             return folders[model.id] in (None, model.task)
         return bool(listing.get("hub")) and model.path is None and model.task in listing.get("tasks", ())
 
-    def run(
-        self,
-        task: str,
-        model: ModelCard,
-        inputs: dict[str, Any],
-        call: Call,
-    ) -> Result:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
         at_server = replace(model, endpoint_url=self.model_url(model, task))
         # No HF token goes to the expert server, the visitor's neither; its stop travels in the call.
         result = self.hosted.run(task, at_server, inputs, replace(call, credentials=Credentials()))

@@ -93,13 +93,7 @@ class SpaceEndpoint(ToolEndpoint):
     def describe(self) -> str:
         return "space (Gradio Spaces' endpoints added to the catalog)"
 
-    def run(
-        self,
-        task: str,
-        model: ModelCard,
-        inputs: dict[str, Any],
-        call: Call,
-    ) -> Result:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
         from gradio_client import handle_file
 
         ref = self.tool(model)

@@ -253,13 +253,7 @@ class CachingEndpoint(WrappedEndpoint):
         self.cache = cache
         self.scope = scope
 
-    def run(
-        self,
-        task: str,
-        model: ModelCard,
-        inputs: dict[str, Any],
-        call: Call,
-    ) -> Result:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
         scope = self.scope or call.cache_scope
         if scope is None:
             return self.inner.run(task, model, inputs, call)
