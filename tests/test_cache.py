@@ -219,6 +219,31 @@ def test_conversation_scope_keeps_conversations_apart_and_process_scope_shares(s
         assert len(endpoint.calls) == calls_after_second, scope
 
 
+def test_one_stack_serves_every_run_and_each_call_says_its_scope(server, photo, tmp_path, monkeypatch):
+    """The cache and the observer wrap the endpoint once, in the Pipeline; a run's scope (and a replay's
+    "not cached") travels in each Call, so runs of two conversations share the stack, not entries."""
+    made, scopes = [], []
+    real_init, real_run = CachingEndpoint.__init__, FakeEndpoint.run
+    monkeypatch.setattr(
+        CachingEndpoint, "__init__", lambda self, *a, **k: made.append(1) or real_init(self, *a, **k)
+    )
+    monkeypatch.setattr(
+        FakeEndpoint, "run", lambda self, *a: scopes.append(a[3].cache_scope) or real_run(self, *a)
+    )
+    endpoint = FakeEndpoint()
+    p = pipeline(server, endpoint, ResultCache(tmp_path / "cache", 10**7))
+    stack = p.stack
+    alice, bob = Workspace(tmp_path / "alice"), Workspace(tmp_path / "bob")
+    first = collect(p.run("caption and draw", workspace=alice, files=[photo]))
+    collect(p.run("caption and draw", workspace=bob, files=[photo]))
+    again = collect(p.run("caption and draw", workspace=alice))
+    assert [r.cached for r in again.records] == [True, True]
+    replayed = collect(p.run_plan("caption and draw", first.plan, workspace=alice, use_cache=False))
+    assert [r.cached for r in replayed.records] == [False, False]
+    assert made == [1] and p.stack is stack
+    assert scopes == [str(alice.root)] * 2 + [str(bob.root)] * 2 + [None] * 2
+
+
 def test_failures_are_not_cached(server, photo, tmp_path):
     endpoint = FakeEndpoint(failing={"cap"})
     p = pipeline(server, endpoint, ResultCache(tmp_path / "cache", 10**7), task_attempts=1)

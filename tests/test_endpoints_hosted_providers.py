@@ -178,3 +178,29 @@ def test_a_hub_error_about_one_model_leaves_it_to_the_call(hub):
     assert endpoint.can_run(flaky) and endpoint.can_run(flaky)
     assert lookups(hub, "acme/flaky") == 1  # kept for a minute, then asked again
     assert endpoint.can_run(ModelCard(id="acme/served", task="summarization"))  # the Hub still answers
+
+
+def test_each_call_decides_its_route_once_and_says_why_in_the_same_words(online, tmp_path, monkeypatch):
+    """can_run, footprint and run each make the one decision (HostedEndpoint.route) once, from one
+    look at the provider book; what run refuses with is the decision's own reason."""
+    card = ModelCard(
+        id="acme/sd", task="text-to-image", providers=(route("fal-ai", "text-to-image", "error"),)
+    )
+    endpoint = fast(token="hf_test")
+    asked = []
+    real = endpoint.providers.served
+    monkeypatch.setattr(endpoint.providers, "served", lambda model: asked.append(model.id) or real(model))
+    decided = endpoint.route("text-to-image", card)
+    assert decided.refusal is not None and decided.route is None
+    assert not endpoint.can_run(card) and endpoint.footprint(card).cost_usd is None
+    with pytest.raises(ModelUnavailable) as err:
+        endpoint.run("text-to-image", card, {"text": "x"}, Call(out_dir=tmp_path))
+    assert str(err.value) == decided.refusal
+    assert asked == ["acme/sd"] * 4  # route, can_run, footprint, run: one look each
+    priced = ModelCard(
+        id="acme/sd",
+        task="text-to-image",
+        providers=(ProviderRoute("fal-ai", "live", "text-to-image", 0.02),),
+    )
+    assert endpoint.route("text-to-image", priced).route == priced.providers[0]
+    assert endpoint.can_run(priced) and endpoint.footprint(priced).cost_usd == 0.02

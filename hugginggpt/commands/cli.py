@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from functools import partial
 from pathlib import Path
@@ -24,6 +23,8 @@ from hugginggpt.commands.terminal import (
     add_run_arguments,
     finish,
     follow,
+    follow_to_the_end,
+    quiet_libraries,
     settings_from_args,
 )
 from hugginggpt.stages.planfile import PlanFileError, read_plan_file, to_json
@@ -78,8 +79,7 @@ def main(
         return resume(argv[1:], stdout=stdout, stderr=stderr)
     p = parser()
     args = p.parse_args(argv)
-    if not args.verbose:  # read when transformers is imported; models_local then hides its bars too
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    quiet_libraries(args)
     if not args.request and not args.plan:
         p.error("the request is missing")
     try:
@@ -169,5 +169,4 @@ def main(
         )
     else:
         events = pipeline.run(request, workspace=workspace, files=files)
-    done = follow(events, workspace.root, stdout=stdout, stderr=stderr, stream=not args.json)
-    return finish(done, args.json, stdout=stdout, stderr=stderr)
+    return follow_to_the_end(events, workspace.root, args.json, stdout=stdout, stderr=stderr)

@@ -9,18 +9,12 @@ the catalog, --json) and prints what a request prints; exit code 0 when the resu
 from __future__ import annotations
 
 import argparse
-import os
 import re
 from pathlib import Path
 from typing import TextIO
 
-from hugginggpt.commands.terminal import (
-    add_llm_arguments,
-    add_run_arguments,
-    finish,
-    follow,
-    settings_from_args,
-)
+from hugginggpt.commands import terminal
+from hugginggpt.commands.terminal import follow_to_the_end, quiet_libraries, settings_from_args
 from hugginggpt.run.journal import SUFFIX, JournalState, journal_path, read_journal, unfinished
 
 
@@ -39,29 +33,23 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workdir", metavar="DIR", help="the conversation's folder (default: every one under ./workspaces)"
     )
-    add_run_arguments(p)
-    add_llm_arguments(p)
+    terminal.add_run_arguments(p)
+    terminal.add_llm_arguments(p)
     return p
 
 
 def main(argv: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
-    args = parser().parse_args(argv)
-    if not args.verbose:
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    try:
-        settings = settings_from_args(args)
-        state = find_run(args.run, Path(args.workdir) if args.workdir else None, Path(settings.workdir))
-    except (ValueError, OSError) as e:
-        print(f"error: {e}", file=stderr)
-        return 2
-
     from hugginggpt.factory import build_pipeline
     from hugginggpt.files.workspace import Workspace
     from hugginggpt.run.resume import resume
 
+    args = parser().parse_args(argv)
+    quiet_libraries(args)
     try:
+        settings = settings_from_args(args)
+        state = find_run(args.run, Path(args.workdir) if args.workdir else None, Path(settings.workdir))
         pipeline = build_pipeline(settings)
-    except ValueError as e:
+    except (ValueError, OSError) as e:
         print(f"error: {e}", file=stderr)
         return 2
     workspace = Workspace(state.path.parent.parent)
@@ -72,8 +60,7 @@ def main(argv: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
         file=stderr,
     )
     events = resume(pipeline, state, workspace=workspace)
-    done = follow(events, workspace.root, stdout=stdout, stderr=stderr, stream=not args.json)
-    return finish(done, args.json, stdout=stdout, stderr=stderr)
+    return follow_to_the_end(events, workspace.root, args.json, stdout=stdout, stderr=stderr)
 
 
 def find_run(run: str | None, folder: Path | None, workdir: Path) -> JournalState:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
@@ -124,6 +125,21 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--verbose", action="store_true", help="also the model libraries' warnings and loading bars"
     )
+
+
+def follow_to_the_end(
+    events: Iterable[Event], root: Path, as_json: bool, *, stdout: TextIO, stderr: TextIO
+) -> int:
+    """A run followed in the terminal (the answer streamed unless --json) and finished: its exit code."""
+    done = follow(events, root, stdout=stdout, stderr=stderr, stream=not as_json)
+    return finish(done, as_json, stdout=stdout, stderr=stderr)
+
+
+def quiet_libraries(args: argparse.Namespace) -> None:
+    """Unless --verbose, no warnings or loading bars of the model libraries (read when transformers
+    is imported; models_local then hides its bars too)."""
+    if not args.verbose:
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 def finish(done: Done, as_json: bool, *, stdout: TextIO, stderr: TextIO) -> int:

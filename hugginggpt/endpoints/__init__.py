@@ -55,8 +55,9 @@ def build_endpoint(
 ) -> Endpoint:
     """The endpoint for an inference mode (hugginggpt.modes): its backends, in its order. The one
     place every caller (CLI, eval, app) gets its endpoint from; `backends`: ones already made (the
-    app shares them between visitors), else made from the other arguments. A run puts the result
-    cache and the observer around it (request_run); whom a call is for travels in its Call."""
+    app shares them between visitors), else made from the other arguments. The Pipeline puts the result
+    cache and the observer around it once (run/pipeline.py); whom a call is for and whose cached
+    results it may share travel in its Call."""
     if backends is None:
         backends = build_backends(
             hf_token=hf_token, provider=provider, timeout=timeout, experts_url=experts_url

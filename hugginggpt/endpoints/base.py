@@ -50,13 +50,14 @@ class Call:
     """What one call needs besides its task, model and inputs, passed whole through every wrapper
     (cache, router, observer, ZeroGPU): where its files go, when to stop, by when it must end,
     whom it is made for, whom to tell how the model's download and load go (an endpoint that
-    downloads or loads calls it)."""
+    downloads or loads calls it), whose cached results it may be served (None: it is not cached)."""
 
     out_dir: Path
     stop: StopSignal | None = None
     progress: ProgressReport | None = None
     deadline: float | None = None  # time.monotonic() by which the task must be over; None: no limit
     credentials: Credentials = Credentials()
+    cache_scope: str | None = None  # the result cache's scope (run/cache.py: run_scope)
 
     def seconds_left(self, limit: float) -> float:
         """The time an endpoint may wait for an answer: its own `limit`, cut to the call's deadline
@@ -102,13 +103,7 @@ class Endpoint(ABC):
         """Cheap check, no loading: may this endpoint be offered `model`?"""
 
     @abstractmethod
-    def run(
-        self,
-        task: str,
-        model: ModelCard,
-        inputs: dict[str, Any],
-        call: Call,
-    ) -> Result:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
         """Run `task` with `model`.
 
         `inputs` maps the task's argument names to values: a str for text arguments, an absolute

@@ -79,79 +79,82 @@ class HostedEndpoint(Endpoint):
         serves it live for the task (the named one, or any with "auto"), or the Hub cannot be asked."""
         from huggingface_hub import constants
 
-        op = self._op(model.task, model)
-        if op is None or constants.is_offline_mode():
-            return False
-        if model.endpoint_url:  # a URL always goes through the hf-inference protocol
-            return op.by_url
-        if model.path or hub_id_problem(model.id):  # a local folder, a URL: no hosted counterpart
-            return False
-        return self._route(model, op).refusal is None
+        return not constants.is_offline_mode() and self.route(model.task, model).refusal is None
 
     def footprint(self, model: ModelCard) -> Footprint:
         """Nothing on this machine; the cost of one call when the provider it goes to has a price."""
-        op = self._op(model.task, model)
-        route = self._route(model, op).route if op is not None and not model.endpoint_url else None
+        route = self.route(model.task, model).route
         cost = route.price_usd if route is not None else None
         return Footprint("hosted", size_bytes=model.size_bytes, cost_usd=cost)
 
-    def _route(self, model: ModelCard, op: TaskOp, token: str | None = None) -> Route:
-        """The one decision of where a hub id's call goes, which can_run, footprint and run read.
-        `token`: the caller's, else the server's."""
+    def route(self, task: str, model: ModelCard, token: str | None = None) -> Route:
+        """The one decision of where a call of `task` with `model` goes, made once per call (can_run,
+        footprint and run each ask it once). `token`: the caller's, else the server's."""
         from huggingface_hub import get_token
 
+        op = self._op(task, model)
+        if op is None:
+            return Route(
+                None, self.provider, None, f"{model.id}: hosted inference has no method for task {task!r}"
+            )
+        if model.endpoint_url:  # a URL always goes through the hf-inference protocol
+            why = None if op.by_url else f"{model.id}: {task} cannot be called at a model's URL"
+            return Route(op, NO_TOKEN_NEEDED, None, why)
+        if problem := hub_id_problem(model.id):  # a URL or a path in a card: never called
+            return Route(
+                op,
+                self.provider,
+                None,
+                f"{shorten(repr(model.id), 120)} is not a Hugging Face model id: {problem}",
+            )
+        if model.path:  # a local folder: no hosted counterpart
+            return Route(op, self.provider, None, f"{model.id}: a local folder has no hosted counterpart")
         have_token = bool(token or self.token or get_token())
         if not have_token and self.provider not in (AUTO, NO_TOKEN_NEEDED):
-            why = f"provider {self.provider} needs an HF token (HF_TOKEN), and none is set"
-            return Route(self.provider, None, why)
+            why = f"{model.id}: provider {self.provider} needs an HF token (HF_TOKEN), and none is set"
+            return Route(op, self.provider, None, why)
         served = self.providers.served(model)
         if served is None:  # the Hub could not be asked: the call decides
-            return Route(self.provider, None, None)
+            return Route(op, self.provider, None, None)
         route = pick(served.routes, self.provider, op.hf_task, model.task, have_token=have_token)
         if route is not None:
-            return Route(route.provider, route, None)
-        return Route(self.provider, None, why_not(served, self.provider, op.hf_task, have_token=have_token))
+            return Route(op, route.provider, route, None)
+        why = why_not(served, self.provider, op.hf_task, have_token=have_token)
+        return Route(op, self.provider, None, f"{model.id}: {why}")
 
-    def _client(self, model: ModelCard, provider: str, token: str | None, timeout: float) -> Any:
+    def _client(
+        self, model: ModelCard, provider: str, token: str | None, timeout: float, headers: dict[str, str]
+    ) -> Any:
+        """`headers`: the call's own (transport.carrying: its stop reaches an expert server)."""
         from huggingface_hub import InferenceClient
 
         transport.install()  # the token rule, even if somebody replaced huggingface_hub's client since
         if model.endpoint_url:
-            return InferenceClient(model=model.endpoint_url, token=token, timeout=timeout)
+            return InferenceClient(model=model.endpoint_url, token=token, timeout=timeout, headers=headers)
         return InferenceClient(
             model=model.id,
             provider=provider,  # type: ignore[arg-type]  # a Literal of the providers it knew when released
             token=token,
             timeout=timeout,
+            headers=headers,
         )
 
-    def run(
-        self,
-        task: str,
-        model: ModelCard,
-        inputs: dict[str, Any],
-        call: Call,
-    ) -> Result:
-        # `call.stop` ends the retries; an HTTP call in flight cannot be taken back (the time-out bounds it).
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
+        # `call.stop` ends the retries, and a call in flight to an expert server (transport.py); one to
+        # another host cannot be taken back (the time-out bounds it).
         # A signed-in visitor's token pays for their calls; else the server's.
         token = _clean(call.credentials.hf_token) or self.token
-        op = self._op(task, model)
-        if op is None:
-            raise ModelUnavailable(f"{model.id}: hosted inference has no method for task {task!r}")
-        if model.endpoint_url:
-            provider, where = NO_TOKEN_NEEDED, f"{model.id} at {model.endpoint_url}"
-        elif problem := hub_id_problem(model.id):  # a URL or a path in a card: never called
-            name = shorten(repr(model.id), 120)
-            raise ModelUnavailable(f"{name} is not a Hugging Face model id: {problem}")
-        else:
-            provider, _, refusal = self._route(model, op, token)
-            where = f"{model.id} ({provider})"
-            if refusal is not None:  # known before any request: the next candidate gets the turn
-                raise ModelUnavailable(f"{model.id}: {refusal}")
+        op, provider, _, refusal = self.route(task, model, token)
+        if refusal is not None or op is None:  # known before any request: the next candidate gets the turn
+            raise ModelUnavailable(refusal)
+        where = f"{model.id} at {model.endpoint_url}" if model.endpoint_url else f"{model.id} ({provider})"
         try:
-            client = self._client(model, provider, token, call.seconds_left(self.timeout))
-            result = self._call_with_retries(op, client, inputs, where, call.stop)
+            with transport.carrying(call.stop) as headers:
+                client = self._client(model, provider, token, call.seconds_left(self.timeout), headers)
+                result = self._call_with_retries(op, client, inputs, where, call.stop)
         except EndpointError as exc:  # messages reach the chat, traces and the LLM: never a token
+            if call.stop is not None and call.stop.is_set():  # the call was abandoned on purpose
+                raise Stopped(f"{where}: stopped") from None
             raise type(exc)(_redact(str(exc), token)) from None
         try:
             return Result(outputs=to_artifacts(op, result, inputs, call.out_dir, task), answered_by=self.name)
@@ -224,9 +227,12 @@ _SECRETS = (re.compile(r"(?i)\b(bearer\s+)\S+"), re.compile(r"\bhf_[A-Za-z0-9]{3
 
 
 class Route(NamedTuple):
-    """Where a hub id's call goes: the provider, its Hub route (None: not known), and why the
-    model cannot be served (None: it can, or the Hub could not be asked, so the call decides)."""
+    """Where one call goes: the task's protocol call (None: hosted inference has none), the provider
+    (hf-inference for a URL), its Hub route (None: not known), and why the model cannot be served
+    here, in words for the chat and the LLM (None: it can, or the Hub could not be asked, so the
+    call decides)."""
 
+    op: TaskOp | None
     provider: str
     route: ProviderRoute | None
     refusal: str | None

@@ -90,13 +90,7 @@ class LocalEndpoint(Endpoint):
         weights = found["weights_bytes"] or model.size_bytes
         return Footprint(where, 0, found["memory_bytes"], weights, loaded=found["loaded"])
 
-    def run(
-        self,
-        task: str,
-        model: ModelCard,
-        inputs: dict[str, Any],
-        call: Call,
-    ) -> Result:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
         try:
             import models_local
         except ImportError as exc:

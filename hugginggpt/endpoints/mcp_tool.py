@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 from hugginggpt.catalog import ModelCard
 from hugginggpt.catalog.tools import ToolRef, changes, headers_of
 from hugginggpt.endpoints import mcp_loop
-from hugginggpt.endpoints.base import Call, Endpoint, EndpointError, Footprint, ModelUnavailable, Result
-from hugginggpt.endpoints.tool_io import MAX_OUTPUT_BYTES, Outputs, inline_file, tool_arguments
+from hugginggpt.endpoints.base import Call, EndpointError, ModelUnavailable, Result
+from hugginggpt.endpoints.tool_io import MAX_OUTPUT_BYTES, Outputs, ToolEndpoint, inline_file, tool_arguments
 from hugginggpt.endpoints.transport import is_hf_origin
 from hugginggpt.files.artifacts import kind_of_file
 from hugginggpt.observability import telemetry
@@ -111,31 +111,15 @@ async def open_session(
             yield session
 
 
-class McpToolEndpoint(Endpoint):
-    name = "mcp"
-
-    def __init__(self, *, hf_token: str | None = None, timeout: float = 120.0) -> None:
-        self.hf_token, self.timeout = hf_token, timeout
+class McpToolEndpoint(ToolEndpoint):
+    name = kind = "mcp"
+    what = "an MCP tool"
 
     def describe(self) -> str:
         return "mcp (tools of MCP servers added to the catalog)"
 
-    def can_run(self, model: ModelCard) -> bool:
-        return model.tool is not None and model.tool.kind == "mcp"
-
-    def footprint(self, model: ModelCard) -> Footprint:
-        return Footprint("hosted", size_bytes=None)
-
-    def run(
-        self,
-        task: str,
-        model: ModelCard,
-        inputs: dict[str, Any],
-        call: Call,
-    ) -> Result:
-        ref = model.tool
-        if ref is None or ref.kind != "mcp":
-            raise ModelUnavailable(f"{model.id} is not an MCP tool")
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
+        ref = self.tool(model)
         headers = credentials(ref, self.hf_token)
         arguments = tool_arguments(ref, inputs, lambda path, _kind: inline_file(path, ref.encoding))
         report, meta = call.progress, telemetry.inject({})  # the trace context read in the caller's thread

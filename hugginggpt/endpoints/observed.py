@@ -22,13 +22,7 @@ class ObservedEndpoint(WrappedEndpoint):
         super().__init__(inner)
         self.where = where
 
-    def run(
-        self,
-        task: str,
-        model: ModelCard,
-        inputs: dict[str, Any],
-        call: Call,
-    ) -> Result:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
         with telemetry.tool_span(task, call.out_dir.name) as (span, content):
             return self._run(span, content, task, model, inputs, call)
 

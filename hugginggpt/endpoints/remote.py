@@ -21,7 +21,7 @@ from urllib.parse import quote, urlsplit
 
 from hugginggpt.catalog import ModelCard
 from hugginggpt.endpoints import transport
-from hugginggpt.endpoints.base import Call, Credentials, Endpoint, EndpointError, Result, Stopped
+from hugginggpt.endpoints.base import Call, Credentials, Endpoint, Result
 from hugginggpt.endpoints.hosted import HostedEndpoint
 from hugginggpt.observability import telemetry
 
@@ -65,8 +65,7 @@ class RemoteEndpoint(Endpoint):
             return self._listing
 
     def can_run(self, model: ModelCard) -> bool:
-        op = self.hosted._op(model.task, replace(model, endpoint_url=self.url))
-        if op is None or not op.by_url:
+        if self.hosted.route(model.task, replace(model, endpoint_url=self.url)).refusal is not None:
             return False  # no protocol call for this task (depth-estimation, text-to-video)
         listing = self.listing()
         if listing is None:
@@ -76,22 +75,8 @@ class RemoteEndpoint(Endpoint):
             return folders[model.id] in (None, model.task)
         return bool(listing.get("hub")) and model.path is None and model.task in listing.get("tasks", ())
 
-    def run(
-        self,
-        task: str,
-        model: ModelCard,
-        inputs: dict[str, Any],
-        call: Call,
-    ) -> Result:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
         at_server = replace(model, endpoint_url=self.model_url(model, task))
-        with transport.stoppable(call.stop):
-            try:
-                # No HF token goes to the expert server, the visitor's neither.
-                result = self.hosted.run(task, at_server, inputs, replace(call, credentials=Credentials()))
-                return Result(outputs=result.outputs, answered_by=self.name)
-            except Stopped:
-                raise
-            except EndpointError:
-                if call.stop is not None and call.stop.is_set():  # the call was abandoned on purpose
-                    raise Stopped(f"{model.id}: stopped") from None
-                raise
+        # No HF token goes to the expert server, the visitor's neither; its stop travels in the call.
+        result = self.hosted.run(task, at_server, inputs, replace(call, credentials=Credentials()))
+        return Result(outputs=result.outputs, answered_by=self.name)

@@ -65,13 +65,7 @@ class RoutedEndpoint(Endpoint):
             size_bytes=first.size_bytes if len(prints) == 1 else _worst(p.size_bytes for p in prints),
         )
 
-    def run(
-        self,
-        task: str,
-        model: ModelCard,
-        inputs: dict[str, Any],
-        call: Call,
-    ) -> Result:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
         errors: list[tuple[str, Exception]] = []
         for backend in self._for(model):
             if not backend.can_run(model):

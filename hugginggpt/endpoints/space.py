@@ -21,16 +21,14 @@ from hugginggpt.catalog import ModelCard
 from hugginggpt.catalog.tools import ToolRef, changes
 from hugginggpt.endpoints.base import (
     Call,
-    Endpoint,
     EndpointError,
-    Footprint,
     ModelUnavailable,
     Result,
     Stopped,
 )
 from hugginggpt.endpoints.mcp_loop import POLL_S, TimedOut
 from hugginggpt.endpoints.mcp_tool import MAX_REPLY_CHARS, ToolChanged, credentials
-from hugginggpt.endpoints.tool_io import Outputs, tool_arguments
+from hugginggpt.endpoints.tool_io import Outputs, ToolEndpoint, tool_arguments
 from hugginggpt.endpoints.transport import is_hf_origin
 
 MEDIA_COMPONENTS = {"Image": "image", "ImageEditor": "image", "Audio": "audio", "Video": "video"}
@@ -88,33 +86,17 @@ def client_for(ref: ToolRef, hf_token: str | None, headers: dict[str, str]) -> A
     )
 
 
-class SpaceEndpoint(Endpoint):
-    name = "space"
-
-    def __init__(self, *, hf_token: str | None = None, timeout: float = 120.0) -> None:
-        self.hf_token, self.timeout = hf_token, timeout
+class SpaceEndpoint(ToolEndpoint):
+    name = kind = "space"
+    what = "a Space endpoint"
 
     def describe(self) -> str:
         return "space (Gradio Spaces' endpoints added to the catalog)"
 
-    def can_run(self, model: ModelCard) -> bool:
-        return model.tool is not None and model.tool.kind == "space"
-
-    def footprint(self, model: ModelCard) -> Footprint:
-        return Footprint("hosted", size_bytes=None)
-
-    def run(
-        self,
-        task: str,
-        model: ModelCard,
-        inputs: dict[str, Any],
-        call: Call,
-    ) -> Result:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
         from gradio_client import handle_file
 
-        ref = model.tool
-        if ref is None or ref.kind != "space":
-            raise ModelUnavailable(f"{model.id} is not a Space endpoint")
+        ref = self.tool(model)
         ip_token = call.credentials.ip_token  # the visitor's, as Gradio forwards it between Spaces
         headers = credentials(ref, None, {"x-ip-token": ip_token} if ip_token else None)
         what = f"the Space {ref.server} ({ref.name})"

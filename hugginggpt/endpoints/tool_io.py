@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from hugginggpt.catalog import ModelCard
 from hugginggpt.catalog.tools import ToolRef
-from hugginggpt.endpoints.base import EndpointError
+from hugginggpt.endpoints.base import Endpoint, EndpointError, Footprint, ModelUnavailable
 from hugginggpt.files.artifacts import Artifact, ArtifactKind, kind_of_file
 from hugginggpt.files.urlguard import URLRefused, fetch, is_public
 
@@ -29,6 +30,29 @@ _CONVERT: dict[str, Callable[[str], Any]] = {
     "integer": int,
     "boolean": lambda s: _boolean(s),
 }
+
+
+class ToolEndpoint(Endpoint):
+    """An endpoint for the catalog's tools of one `kind` ("space", "mcp"): it runs what was added
+    as such a tool, elsewhere (nothing on this machine)."""
+
+    kind: str = ""
+    what: str = ""  # what a tool of this kind is, for the refusal of another card
+
+    def __init__(self, *, hf_token: str | None = None, timeout: float = 120.0) -> None:
+        self.hf_token, self.timeout = hf_token, timeout
+
+    def can_run(self, model: ModelCard) -> bool:
+        return model.tool is not None and model.tool.kind == self.kind
+
+    def footprint(self, model: ModelCard) -> Footprint:
+        return Footprint("hosted", size_bytes=None)
+
+    def tool(self, model: ModelCard) -> ToolRef:
+        """The card's tool of this kind; another card is refused."""
+        if model.tool is None or model.tool.kind != self.kind:
+            raise ModelUnavailable(f"{model.id} is not {self.what}")
+        return model.tool
 
 
 def _boolean(text: str) -> bool:

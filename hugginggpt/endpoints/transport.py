@@ -7,11 +7,16 @@ expert servers (experts_url).
 - Offline mode (HF_HUB_OFFLINE) refuses every request huggingface_hub makes, to any host. An expert
   server is not the Hub: requests to a registered server pass while everything else stays refused.
 - A Stop must reach the server. InferenceClient blocks on its HTTP call; for a registered server the
-  call goes over a socket this module owns, and once the calling thread's stop signal is set the
-  socket is shut down: the server sees its client leave and stops the model between two steps.
+  call goes over a socket this module owns, and once the call's stop signal is set the socket is
+  shut down: the server sees its client leave and stops the model between two steps. The stop comes
+  with the request itself: `carrying(call.stop)` gives the headers a client sends (one names the
+  call), and the transport takes that header off and watches that call's signal, so concurrent calls
+  in any threads never see each other's.
 
-`install()` wraps whatever client factory huggingface_hub uses (its own, or one set by somebody
-else) with these rules; the hosted endpoint calls it before each call, `register(url)` too.
+`install()` puts these rules into huggingface_hub through its public hooks only: the request hooks
+of the client it uses now (its own offline check and request id, or those of a factory somebody
+else set) are kept behind ours, in a client of our making (`set_client_factory`). The hosted
+endpoint calls it before each call, `register(url)` too.
 """
 
 from __future__ import annotations
@@ -19,17 +24,20 @@ from __future__ import annotations
 import http.client
 import socket
 import threading
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
 from hugginggpt.observability import telemetry
 
 _SERVERS: set[tuple[str, str, int]] = set()  # (scheme, host, port) of registered expert servers
-_local = threading.local()  # .stop: the signal of the call this thread is making
+_STOPS: dict[str, Any] = {}  # call id (CALL_HEADER) -> the stop signal of that call, while it runs
 _lock = threading.Lock()
 _POLL_S = 0.05  # how often a waiting call looks at its stop signal
+CALL_HEADER = "x-hugginggpt-call"  # names a call's stop signal; taken off before the request leaves
 # Hugging Face's own domains (the Hub, the inference router, Inference Endpoints, Spaces, downloads).
 HF_HOSTS = ("huggingface.co", "hf.co", "huggingface.cloud", "hf.space")
 
@@ -58,20 +66,21 @@ def is_hf_origin(scheme: str, host: str, port: int | None) -> bool:
     return _origin(scheme, host, port) == _origin(hub.scheme, hub.hostname or "", hub.port)
 
 
-def _credential_rule(request: Any) -> None:
-    url = request.url
-    if not is_hf_origin(url.scheme, url.host, url.port):
-        request.headers.pop("authorization", None)
-
-
 @contextmanager
-def stoppable(stop: Any) -> Iterator[None]:
-    """Calls this thread makes to a registered server meanwhile end when `stop` is set."""
-    before, _local.stop = getattr(_local, "stop", None), stop
+def carrying(stop: Any) -> Iterator[dict[str, str]]:
+    """The headers a call's client sends so that its requests to a registered server end once
+    `stop` is set (none without a stop); valid until the block ends."""
+    if stop is None:
+        yield {}
+        return
+    call_id = uuid.uuid4().hex
+    with _lock:
+        _STOPS[call_id] = stop
     try:
-        yield
+        yield {CALL_HEADER: call_id}
     finally:
-        _local.stop = before
+        with _lock:
+            _STOPS.pop(call_id, None)
 
 
 def _registered(request: Any) -> bool:
@@ -80,44 +89,52 @@ def _registered(request: Any) -> bool:
 
 
 def install() -> None:
-    """Our rules around the client factory huggingface_hub uses, unless they are there already
-    (something may have set another factory since: it is wrapped in turn, which closes
-    huggingface_hub's shared client once)."""
-    from huggingface_hub import set_client_factory
-    from huggingface_hub.utils import _http
+    """Our rules in huggingface_hub's client, unless the client it uses now has them already
+    (something may have set another factory since: its request hooks are kept behind ours)."""
+    from huggingface_hub import get_session, set_client_factory
 
     with _lock:
-        current = _http._GLOBAL_CLIENT_FACTORY
-        if not getattr(current, "ours", False):
-            set_client_factory(_Factory(current))
+        hooks = get_session().event_hooks
+        if not any(isinstance(hook, _Rules) for hook in hooks["request"]):
+            set_client_factory(partial(_client, _Rules(hooks["request"]), list(hooks["response"])))
 
 
-class _Factory:
-    """The client `inner` makes, with the credential rule first among its request hooks and our
-    transport in front of its own (for registered servers)."""
+class _Rules:
+    """The request hook: the credential rule, the call's stop taken off the headers, then the hooks
+    of huggingface_hub's client (its offline check, its request id) for every host but ours."""
 
-    ours = True
+    def __init__(self, inner: list[Any]) -> None:
+        self.inner = list(inner)
 
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
+    def __call__(self, request: Any) -> None:
+        url = request.url
+        if not is_hf_origin(url.scheme, url.host, url.port):
+            request.headers.pop("authorization", None)
+        call_id = request.headers.pop(CALL_HEADER, None)
+        if call_id is not None:  # a redirect hop keeps the first request's extensions
+            with _lock:
+                request.extensions = {**request.extensions, "stop": _STOPS.get(call_id)}
+        if _registered(request):
+            return
+        for hook in self.inner:
+            hook(request)
 
-    def __call__(self) -> Any:
-        client = self.inner()
-        hooks = list(client.event_hooks["request"])
 
-        def hook(request: Any) -> None:
-            _credential_rule(request)
-            if not _registered(request):  # huggingface_hub's own hooks (offline check, request id)
-                for inner_hook in hooks:
-                    inner_hook(request)
+def _client(rules: _Rules, response_hooks: list[Any]) -> Any:
+    """huggingface_hub's kind of client (redirects followed, no time-out but the call's), with our
+    hook and our transport in front of the default one (for registered servers)."""
+    import httpx2
 
-        client.event_hooks = {"request": [hook], "response": client.event_hooks["response"]}
-        client._transport = _Transport(client._transport)
-        return client
+    return httpx2.Client(
+        event_hooks={"request": [rules], "response": response_hooks},
+        follow_redirects=True,
+        timeout=None,
+        transport=_Transport(httpx2.HTTPTransport()),  # type: ignore[arg-type]  # duck-typed: httpx2 loads late
+    )
 
 
 class _Transport:
-    """The client's own transport for every other host; a plain socket, shut down on Stop, for ours."""
+    """The default transport for every other host; a plain socket, shut down on Stop, for ours."""
 
     def __init__(self, default: Any) -> None:
         self._default = default
@@ -126,7 +143,7 @@ class _Transport:
         if not _registered(request):
             return self._default.handle_request(request)
         with telemetry.client_span(request.method, str(request.url)) as answered:  # traceparent names it
-            response = _call(request, getattr(_local, "stop", None))
+            response = _call(request, request.extensions.get("stop"))
             answered(response.status_code)
             return response
 

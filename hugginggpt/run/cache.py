@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from hugginggpt.catalog import ModelCard
-from hugginggpt.config import CACHE_SCOPES
 from hugginggpt.endpoints import CACHE, Call, Endpoint, Result, WrappedEndpoint
 from hugginggpt.files.artifacts import Artifact
 from hugginggpt.files.hashing import file_sha256, folder_sha256, folder_signature, value_sha256
@@ -44,7 +43,6 @@ except ImportError:  # not on POSIX: threads are still serialised, processes are
 log = logging.getLogger(__name__)
 
 FORMAT = 1  # part of every key: raise it when keys or entries change, and old entries go unused
-SCOPES = CACHE_SCOPES  # "conversation" or "process"
 _META = "meta.json"
 
 _thread_locks: dict[Path, threading.Lock] = {}
@@ -246,22 +244,21 @@ class ResultCache:
 
 
 class CachingEndpoint(WrappedEndpoint):
-    """Serves a task from the cache when it can; otherwise runs it on `inner` and stores the outputs."""
+    """Serves a task from the cache when it can; otherwise runs it on `inner` and stores the outputs.
+    Whose entries a call shares is the call's (`Call.cache_scope`; None: run, keep nothing), so one
+    wrapper serves every run; `scope` fixes it for every call instead (a resumed run's journal)."""
 
-    def __init__(self, inner: Endpoint, cache: ResultCache, scope: str):
+    def __init__(self, inner: Endpoint, cache: ResultCache, scope: str | None = None):
         super().__init__(inner)
         self.cache = cache
         self.scope = scope
 
-    def run(
-        self,
-        task: str,
-        model: ModelCard,
-        inputs: dict[str, Any],
-        call: Call,
-    ) -> Result:
+    def run(self, task: str, model: ModelCard, inputs: dict[str, Any], call: Call) -> Result:
+        scope = self.scope or call.cache_scope
+        if scope is None:
+            return self.inner.run(task, model, inputs, call)
         try:
-            key = self.cache.key(scope=self.scope, endpoint=self.name, task=task, model=model, inputs=inputs)
+            key = self.cache.key(scope=scope, endpoint=self.name, task=task, model=model, inputs=inputs)
         except OSError as e:  # an input that cannot be read: the model will say so, uncached
             log.info("not cached, an input cannot be read: %s", e)
             key = None
@@ -272,7 +269,7 @@ class CachingEndpoint(WrappedEndpoint):
         result = self.inner.run(task, model, inputs, call)
         if key is not None:
             try:
-                self.cache.put(key, result.outputs, scope=None if self.scope == "process" else self.scope)
+                self.cache.put(key, result.outputs, scope=None if scope == "process" else scope)
             except OSError as e:  # a full disk must not fail the task
                 log.warning("result of %s on %s not cached: %s", task, model.id, e)
         return result

@@ -13,12 +13,13 @@ from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
 from hugginggpt.costs.estimate import Estimator
 from hugginggpt.endpoints import Credentials, Endpoint
+from hugginggpt.endpoints.observed import ObservedEndpoint
 from hugginggpt.files.workspace import Workspace
 from hugginggpt.llms.interface import LLM, Message
 from hugginggpt.observability import metrics, run_spans, telemetry
 from hugginggpt.observability.observers import Observer, observed
 from hugginggpt.run import journal
-from hugginggpt.run.cache import ResultCache
+from hugginggpt.run.cache import CachingEndpoint, ResultCache
 from hugginggpt.run.events import Done, ErrorKind, Event, Outcome
 from hugginggpt.run.request_run import RequestRun
 from hugginggpt.run.run_mode import RunMode
@@ -53,6 +54,18 @@ class Pipeline:
         self.cache_scope = cache_scope
         self.credentials = credentials or Credentials()  # whom the model calls are made for
         self.estimator = Estimator(Path(self.settings.workdir) / ".estimates")  # learnt seconds, sizes
+
+    @property
+    def cache(self) -> ResultCache | None:
+        return self._cache
+
+    @cache.setter
+    def cache(self, cache: ResultCache | None) -> None:
+        """The endpoint's stack is built here, once for every run: the result cache (each call says
+        its scope, Call.cache_scope) and, outermost, the observer (a span and metrics per attempt)."""
+        self._cache = cache
+        inner = self.endpoint if cache is None else CachingEndpoint(self.endpoint, cache)
+        self.stack: Endpoint = ObservedEndpoint(inner, where=self.endpoint.name)
 
     def run(
         self,

@@ -18,12 +18,11 @@ from typing import Any
 
 from hugginggpt.costs.estimate import side_by_side
 from hugginggpt.costs.limits import LimitRefused, Limits, Screen
-from hugginggpt.endpoints.observed import ObservedEndpoint
 from hugginggpt.files.artifacts import kind_of_file
 from hugginggpt.files.workspace import Workspace
 from hugginggpt.llms.interface import LLMError, Message
 from hugginggpt.observability.usage import Prices, Usage
-from hugginggpt.run.cache import CachingEndpoint, run_scope
+from hugginggpt.run.cache import run_scope
 from hugginggpt.run.events import (
     Done,
     ErrorKind,
@@ -317,13 +316,12 @@ class RequestRun:
         self.p.estimator.learn(choices, self.records)
 
     def _run_context(self) -> RunContext:
-        endpoint = self.p.endpoint
+        scope = None  # not cached
         if self.p.cache is not None and self.mode.use_cache:
             scope = run_scope(self.p.cache_scope, self.s.cache_scope, self.workspace.root)
-            endpoint = CachingEndpoint(endpoint, self.p.cache, scope)
-        endpoint = ObservedEndpoint(endpoint, where=self.p.endpoint.name)  # spans and metrics per attempt
         return RunContext(
-            endpoint=endpoint,
+            endpoint=self.p.stack,
+            cache_scope=scope,
             workspace=self.workspace,
             run_dir=self.workspace.run_dir(self.request_id),
             settings=execution_settings(self.s),

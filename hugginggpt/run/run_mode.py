@@ -27,6 +27,7 @@ class RunParts(Protocol):
     llm: LLM
     catalog: Catalog
     endpoint: Endpoint
+    stack: Endpoint  # `endpoint` as every run's tasks call it: the result cache and the observer around it
     settings: Settings
     cache: ResultCache | None
     cache_scope: str | None

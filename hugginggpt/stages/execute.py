@@ -47,6 +47,7 @@ class RunContext:
     settings: ExecutionSettings = field(default_factory=ExecutionSettings)
     cancelled: threading.Event = field(default_factory=threading.Event)
     credentials: Credentials = Credentials()  # whom every call of the run is made for
+    cache_scope: str | None = None  # whose cached results the run's calls share (None: not cached)
 
 
 class Finished:
@@ -171,6 +172,7 @@ def _call_with_timeout(
                 progress=report,
                 deadline=deadline,
                 credentials=ctx.credentials,
+                cache_scope=ctx.cache_scope,
             )
             result["result"] = ctx.endpoint.run(task, model, inputs, call)
         except EndpointError as e:
