@@ -106,7 +106,7 @@ def layout(host: Host) -> Page:
         label="Conversation",
         elem_id="chat",
         editable="user",  # the pencil on a request: edit its words and run it again in place
-        height="calc(100dvh - 300px)",  # the message box and its controls in view (test_browser_sidebar)
+        height="calc(100dvh - 360px)",  # the message box and its controls in view (test_browser_sidebar)
         autoscroll=True,
         group_consecutive_messages=True,  # a request's work, media and answer read as one turn
         # Cards in the empty chat: a click puts the request, with its file, in the message box.

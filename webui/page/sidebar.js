@@ -11,6 +11,8 @@
     clearInterval(timer);
     if (toggle() && window.matchMedia(WIDE).matches && !isOpen()) toggle().click();
   }, 50);
+  // A window made narrow closes it, made wide opens it again.
+  window.matchMedia(WIDE).addEventListener("change", (e) => { if (e.matches !== isOpen()) toggle()?.click(); });
   document.addEventListener("click", (e) => {
     const picked = e.isTrusted && e.target.closest && e.target.closest("#earlier label, #new-conversation");
     if (!picked || window.matchMedia(WIDE).matches) return;
