@@ -35,7 +35,7 @@ def test_stop_is_in_view_wherever_the_page_is_scrolled_while_a_run_goes(llm_serv
             if width < 769:
                 close_sidebar(page)  # on a phone it covers the page
             # A long page (a plan under review makes one; Settings did, before they moved to the sidebar).
-            page.add_style_tag(content="body { padding-bottom: 1500px; }")
+            page.add_style_tag(content="#composer { padding-bottom: 1500px !important; }")
             page.locator("#request input[type=file]").set_input_files(str(picture))
             page.locator("#request img").first.wait_for()
             page.locator("#request textarea").fill(f"[conv-{width}] caption this, draw it and read it aloud")
