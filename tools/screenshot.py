@@ -31,7 +31,7 @@ REQUEST = "Describe this picture, draw what you see and read the description alo
 SIZES = [(1280, 900), (390, 844)]
 README_PICTURE = ROOT / "docs" / "assets" / "screenshot.png"
 # The settings a visitor chose before the restart: the picture after it shows them kept.
-CHOSEN = {"Candidate models per task (top-K)": "3", "Licences allowed (e.g. mit,apache-2.0)": "mit"}
+CHOSEN = {"Candidate models per task (top-K)": "3", "Largest model (GB, 0: no limit)": "2"}
 VERSION_MEDIA = """() => [...document.querySelectorAll('#chat .title')]
   .find(e => e.innerText.includes('Version 1'))?.closest('.thought-group')
   ?.querySelector('audio, .minimal-audio-player')"""
@@ -114,6 +114,7 @@ def before_restart(page: Any, url: str, out: Path, size: str) -> list[Path]:
         page.get_by_label(label).fill(value)
         page.get_by_label(label).blur()
     page.wait_for_timeout(500)  # the browser's store takes the last change
+    page.locator("#settings").get_by_text("Settings", exact=True).click()  # folded: the list in view
     if page.viewport_size["width"] < 769:
         close_sidebar(page)  # on a phone it covers the chat
     page.locator("#request input[type=file]").set_input_files(str(ROOT / "assets" / "street.png"))
@@ -144,7 +145,7 @@ def settings_after_restart(page: Any, url: str, out: Path, size: str) -> Path:
     page.goto(url)
     page.locator("#status").get_by_text("LLM:").wait_for()
     open_settings(page)
-    page.get_by_label("Licences allowed (e.g. mit,apache-2.0)").scroll_into_view_if_needed()
+    page.get_by_label("Largest model (GB, 0: no limit)").scroll_into_view_if_needed()
     page.wait_for_timeout(300)
     return snap(page, out / f"settings_after_restart_{size}.png")
 
