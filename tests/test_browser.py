@@ -65,6 +65,52 @@ def open_app(browser, url: str, *, height: int):
     return page
 
 
+def open_sidebar(page) -> None:
+    """The sidebar (conversations, Settings) open: a wide screen opens it by itself (sidebar.js), a
+    phone's starts closed."""
+    sidebar = page.locator("#sidebar")
+    sidebar.locator(".toggle-button").wait_for()
+    wide = page.viewport_size["width"] > 768
+    if not wide and "open" not in (sidebar.get_attribute("class") or "").split():
+        sidebar.locator(".toggle-button").click()
+    page.locator("#sidebar.open").wait_for()
+    page.wait_for_timeout(400)  # its slide-in (0.3 s) ends: a click meanwhile could miss
+
+
+def close_sidebar(page) -> None:
+    """The sidebar closed, as a phone's person does to see the chat again."""
+    if "open" in (page.locator("#sidebar").get_attribute("class") or "").split():
+        page.locator("#sidebar .toggle-button").click()
+    page.wait_for_function("() => !document.querySelector('#sidebar').classList.contains('open')")
+    page.wait_for_timeout(400)  # its slide-out ends
+
+
+def pick(page, title) -> None:
+    """The conversation whose title in the sidebar's list matches `title` (a str or re.Pattern) opened."""
+    open_sidebar(page)
+    page.locator("#earlier").get_by_role("radio", name=title).click()
+
+
+def new_conversation(page) -> None:
+    """A new conversation, made from the sidebar."""
+    open_sidebar(page)
+    page.locator("#new-conversation").click()
+
+
+def delete_conversation(page) -> None:
+    """The open conversation deleted from the sidebar, the question answered "Delete"."""
+    open_sidebar(page)
+    page.locator("#delete-conversation").click()
+    page.locator("#delete-yes").click()
+
+
+def open_settings(page) -> None:
+    """The Settings panel open, in the sidebar."""
+    open_sidebar(page)
+    page.locator("#settings").get_by_text("Settings", exact=True).click()
+    page.get_by_label("LLM base URL").wait_for()
+
+
 @contextlib.contextmanager
 def beacon():
     """An HTTP server that records every request: an image the page must never load."""
@@ -223,11 +269,10 @@ def test_browser_one_turn_per_request_with_its_plan_drawn_media_captioned_and_a_
             assert injected.last.evaluate(settled) == 0 and hits == [], hits
 
             # a new conversation starts empty; the earlier one is one pick away
-            page.locator("#new-conversation").click()
+            new_conversation(page)
             chat.get_by_text("Answer for conv-browser").first.wait_for(state="detached")
-            page.locator("#earlier").click()
             # a private app titles a conversation with its first request's words
-            page.get_by_role("option", name=re.compile(r"^\[conv-browser\] \[reject-once\] caption")).click()
+            pick(page, re.compile(r"^\[conv-browser\] \[reject-once\] caption"))
             chat.get_by_text("Answer for conv-browser").first.wait_for()
             assert len(demo.chat_app.conversations) == 1  # the new one: made by its first message
             print(f"\nbrowser: plan shown {plan_seconds:.2f} s after Enter; screenshots in {SCREENSHOTS}")

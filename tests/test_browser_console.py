@@ -7,7 +7,7 @@ import time
 
 import pytest
 from app_support import app_settings, photo, running_app
-from test_browser import _browser_or_skip, chromium
+from test_browser import _browser_or_skip, chromium, new_conversation, pick
 
 TORN_DOWN = r"^(AbortError: signal is aborted without reason|Unexpected error Connection errored out)"
 MERMAID_DELAY = 3.0  # seconds
@@ -87,18 +87,16 @@ def test_a_normal_use_leaves_no_error_in_the_console(llm_server, tiny_catalog, t
         reload()  # the page may still hold the stream that followed the run: it is torn down too
         chat.get_by_text("Answer for conv-a2").wait_for()
         # A second conversation; back to the first while its run goes, and again once it is done.
-        page.locator("#new-conversation").click()
+        new_conversation(page)
         chat.get_by_text("Answer for conv-a0").wait_for(state="detached")
         send(page, "[conv-c] caption this one", tmp_path)
         chat.get_by_text(re.compile(r"^Plan: \d tasks")).first.wait_for()
-        page.locator("#earlier").click()
-        page.get_by_role("option", name=re.compile(r"^\[conv-a0\]")).click()
+        pick(page, re.compile(r"^\[conv-a0\]"))
         chat.get_by_text("Answer for conv-a2").wait_for()
-        page.locator("#new-conversation").click()
+        new_conversation(page)
         send(page, "[conv-d] caption this one", tmp_path)
         answered(page, "conv-d")
-        page.locator("#earlier").click()
-        page.get_by_role("option", name=re.compile(r"^\[conv-a0\]")).click()
+        pick(page, re.compile(r"^\[conv-a0\]"))
         chat.get_by_text("Answer for conv-a2").wait_for()
         page.wait_for_timeout(1500)  # any late script error has its time to show
     assert not errors, errors

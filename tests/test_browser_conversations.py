@@ -1,14 +1,23 @@
 """Conversations that last (issue 20), in a real headless Chromium: the tab is closed and the app
 restarted between two page loads, and the conversation, its media and the Settings come back; the
 conversation picked last is the one a reload opens; deleting makes its files unreachable at once,
-and "Undo delete" brings it back."""
+and "Undo delete" brings it back. The list is in the sidebar (tests/test_browser_sidebar.py)."""
 
 import re
 import socket
 
 import pytest
 from app_support import app_settings, fake_catalog, photo, running_app
-from test_browser import SCREENSHOTS, _browser_or_skip, chromium, open_app
+from test_browser import (
+    SCREENSHOTS,
+    _browser_or_skip,
+    chromium,
+    delete_conversation,
+    new_conversation,
+    open_app,
+    open_sidebar,
+    pick,
+)
 
 STORED = "() => localStorage.getItem('hugginggpt')"  # this browser's store (webui.page.saved), encrypted
 SERVED = "#chat img[src*='/gradio_api/file=']"  # the photo and the drawing
@@ -83,20 +92,20 @@ def test_a_conversation_its_media_and_settings_come_back_after_a_restart(llm_ser
             page.locator("#review-form").first.wait_for(state="detached")
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SCREENSHOTS / "after_restart.png"), full_page=True)
-            page.locator("#earlier").click()  # listed under its first request's words (a private app)
-            page.get_by_role("option", name=re.compile(r"^\[conv-lasting\] caption this photo")).wait_for()
-            page.keyboard.press("Escape")
+            open_sidebar(page)  # listed under its first request's words (a private app)
+            page.locator("#earlier").get_by_role(
+                "radio", name=re.compile(r"^\[conv-lasting\] caption this photo")
+            ).wait_for()
 
             # A second conversation; then the first picked again: a reload opens the one picked.
-            page.locator("#new-conversation").click()
+            new_conversation(page)
             chat.get_by_text("Answer for conv-lasting").wait_for(state="detached")
             page.locator("#request textarea").fill("[conv-second] say hello")
             page.locator("#request textarea").press("Enter")
             chat.get_by_text("Answer for conv-second").wait_for()
             page.locator("#stop").wait_for(state="hidden")  # the run has ended
             stored = page.evaluate(STORED)
-            page.locator("#earlier").click()
-            page.get_by_role("option", name=re.compile(r"^\[conv-lasting\]")).click()
+            pick(page, re.compile(r"^\[conv-lasting\]"))
             chat.get_by_text("Answer for conv-lasting").wait_for()
             page.wait_for_function(f"stored => ({STORED})() !== stored", arg=stored)  # the pick is kept
             page.reload()
@@ -104,7 +113,7 @@ def test_a_conversation_its_media_and_settings_come_back_after_a_restart(llm_ser
             assert chat.get_by_text("Answer for conv-second").count() == 0
 
             # Delete: its files are unreachable at once; the undo brings the conversation back.
-            page.locator("#chat button[aria-label='Clear']").click()
+            delete_conversation(page)
             chat.get_by_text("Answer for conv-lasting").wait_for(state="detached")
             page.locator("#undo-delete").wait_for()
             toast = page.locator(".toast-body").filter(has_text="Undo delete brings it back.")
@@ -120,11 +129,11 @@ def test_a_conversation_its_media_and_settings_come_back_after_a_restart(llm_ser
 
 
 @pytest.mark.browser
-def test_the_conversations_menu_losing_focus_switches_nothing(llm_server, tmp_path):
-    """Gradio's menu sends "input" whenever it loses focus, with the conversation it shows. Clicking
-    "New conversation" right after looking at the menu sent both; a busy server that took the menu's
-    last switched back to the old conversation, and the next request went into it. Only a pick may
-    switch."""
+def test_a_look_at_the_conversations_list_switches_nothing(llm_server, tmp_path):
+    """Gradio's menu (the list before the sidebar) sent "input" whenever it lost focus, with the
+    conversation it showed. Clicking "New conversation" right after looking at it sent both; a busy
+    server that took the menu's last switched back to the old conversation, and the next request went
+    into it. Only a pick may switch: clicking the conversation already open in the list sends none."""
     sync_playwright = _browser_or_skip()
     app = running_app(app_settings(llm_server, tmp_path / "ws"), catalog=fake_catalog())
     with sync_playwright() as p, chromium(p) as browser, app as demo:
@@ -137,10 +146,8 @@ def test_the_conversations_menu_losing_focus_switches_nothing(llm_server, tmp_pa
 
         page = open_app(browser, demo.local_url, height=900)
         page.on("request", joined)
-        page.locator("#earlier").click()
-        page.get_by_role("option").first.wait_for()
-        page.keyboard.press("Escape")
+        page.locator("#earlier").get_by_role("radio").first.click()  # the one open: no pick
         new = handler["on_new"]
         with page.expect_request(lambda r: "/queue/join" in r.url and r.post_data_json["fn_index"] == new):
-            page.locator("#new-conversation").click()  # the menu loses its focus on the way
+            page.locator("#new-conversation").click()  # the list loses its focus on the way
         assert handler["on_pick"] not in sent, sent  # requests go out in order: the menu's came first

@@ -7,7 +7,7 @@ import time
 
 import pytest
 from app_support import app_settings, photo, running_app
-from test_browser import _browser_or_skip, chromium
+from test_browser import _browser_or_skip, chromium, delete_conversation
 
 SECRET = "sk-visitor-SECRET-4242"
 
@@ -81,7 +81,7 @@ def test_a_typed_key_is_stored_nowhere_and_files_go_with_the_conversation(llm_se
         page = visitor.new_page()  # back: the conversation is there; deleting it makes its files unreachable
         page.goto(demo.local_url)
         page.locator("#chat").get_by_text("Answer for conv-private").wait_for()
-        page.locator("#chat button[aria-label='Clear']").click()
+        delete_conversation(page)
         page.locator("#undo-delete").wait_for()
         stranger = browser.new_context()
         statuses = {u: stranger.request.get(u).status for u in urls}

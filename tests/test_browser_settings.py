@@ -7,6 +7,7 @@ import socket
 import pytest
 from app_support import app_settings, fake_catalog, running_app
 from test_browser import SCREENSHOTS, _browser_or_skip, chromium
+from test_browser import open_settings as open_sidebar_settings
 
 SIZES = [(1280, 900), (390, 844)]
 STORE = "() => localStorage.getItem('hugginggpt')"
@@ -20,7 +21,7 @@ def free_port() -> int:
 
 def open_settings(page) -> None:
     page.locator("#status").get_by_text("LLM:").wait_for()
-    page.locator("#settings").get_by_text("Settings", exact=True).click()
+    open_sidebar_settings(page)  # in the sidebar, which a phone opens first
     page.get_by_label("Licences allowed (e.g. mit,apache-2.0)").wait_for()
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import gradio as gr
 from gradio import utils as gradio_utils
 
+from webui.chat import titles
 from webui.chat.engine import ChatApp, LLMChoice
 from webui.chat.files import Publisher
 from webui.chat.safe_html import plain
@@ -59,14 +60,19 @@ class ChatPage:
         return self.host.conversations.title(key) is not None
 
     def listing(self, store: Any) -> Any:
-        """This browser's conversations, the open one selected (none yet: a prompt to pick one).
-        Their titles stay on the server (ConversationTable.title): the browser keeps keys only."""
-        titles = [(self.host.conversations.title(key), key) for key in saved.keys(store)]
-        listed = unique_titles([(title, key) for title, key in titles if title is not None])
+        """This browser's conversations in the sidebar, the open one marked (none yet: "New
+        conversation" is). Their titles stay on the server (ConversationTable.title): the browser
+        keeps keys only."""
+        listed = self.titled(store)
         current = saved.normal(store)["current"]
         if any(key == current for _, key in listed):
-            return gr.Dropdown(choices=listed, value=current)
-        return gr.Dropdown(choices=[("New conversation (pick an earlier one here)", ""), *listed], value="")
+            return gr.Radio(choices=listed, value=current)
+        return gr.Radio(choices=[("New conversation", ""), *listed], value="")
+
+    def titled(self, store: Any) -> list[tuple[str, str]]:
+        """(title, key) of this browser's conversations that the server has, as the list shows them."""
+        titles = [(self.host.conversations.title(key), key) for key in saved.keys(store)]
+        return unique_titles([(title, key) for title, key in titles if title is not None])
 
     # ---- a request ---------------------------------------------------------------------------------
 
@@ -184,6 +190,37 @@ class ChatPage:
             gr.Info("That conversation can no longer be brought back.")
             return gr.skip(), gr.skip(), gr.skip(), store, gr.skip(), gr.skip(), gr.Button(visible=False)
         return self.opened(deleted, store, request)
+
+    # ---- the sidebar's rename and delete, of the open conversation ----------------------------------
+
+    def ask_rename(self, conv_key: str, request: gr.Request):
+        """Rename: the title field, holding the conversation's title; nothing yet to rename: said."""
+        title = self.host.conversations.title(self.conversation_key(conv_key, request))
+        if title is None:
+            gr.Info("This conversation has no message yet: there is nothing to rename.")
+            return gr.skip(), gr.skip()
+        return gr.Column(visible=True), gr.Textbox(value=title)
+
+    def on_rename(self, typed: str, conv_key: str, store: Any, request: gr.Request):
+        """The new title, kept unique among this browser's conversations; the list shows it."""
+        key = self.conversation_key(conv_key, request)
+        title = titles.cleaned(typed)
+        if not title:
+            gr.Warning("A title needs at least one word.")
+            return gr.skip(), gr.skip()
+        others = [shown for shown, other in self.titled(store) if other != key]
+        if not titles.rename(self.host.conversations, key, titles.unique(title, others)):
+            gr.Info("That conversation is no longer on the server.")
+        return gr.Column(visible=False), self.listing(store)
+
+    def ask_delete(self, conv_key: str, request: gr.Request):
+        """Delete: asked first, naming the conversation that would go."""
+        title = self.host.conversations.title(self.conversation_key(conv_key, request))
+        if title is None:
+            gr.Info("This conversation has no message yet: there is nothing to delete.")
+            return gr.skip(), gr.skip()
+        question = f"Delete “{plain(title)}”? Its files go at once; Undo delete brings it back for a while."
+        return gr.Column(visible=True), question
 
     def tidy(self, conv_key: str, store: Any):
         """The browser's list without conversations the server no longer has, the open one current."""

@@ -27,6 +27,22 @@ EXAMPLES = [
 
 
 @dataclass
+class Sidebar:
+    """The open conversation's actions in the sidebar: rename it, delete it (asked first)."""
+
+    rename: Any
+    renaming: Any  # the row with the title field, shown by Rename
+    title: Any
+    save_title: Any
+    keep_title: Any  # cancels the rename
+    delete: Any
+    confirm: Any  # the row that asks before deleting
+    question: Any  # its words: which conversation goes
+    really_delete: Any
+    keep: Any  # cancels the delete
+
+
+@dataclass
 class Page:
     """The components that the event wiring needs."""
 
@@ -43,7 +59,8 @@ class Page:
     keep_key: Any
     problems: dict[str, Any]  # a Markdown under each typed field, for its problem
     new: Any
-    earlier: Any
+    earlier: Any  # gr.Radio in the sidebar: this browser's conversations, the open one marked
+    sidebar: Sidebar  # renaming and deleting the open conversation
     store: Any  # gr.BrowserState: this browser's conversations and settings (webui.page.saved)
     conv_key: Any  # gr.State: the open conversation's key
     undo: Any  # "Undo delete", shown after a conversation was deleted
@@ -78,62 +95,74 @@ def layout(host: Host) -> Page:
     if settings.uses_oauth:  # a signed-in visitor's token pays for their hosted calls and ZeroGPU quota
         gr.LoginButton(elem_id="login")
     status = gr.Markdown(elem_id="status")
-    new, earlier, undo = _conversation_row()
+    with gr.Sidebar(
+        open=False, label="Conversations", elem_id="sidebar"
+    ):  # opened on a wide screen: sidebar.js
+        new, earlier, undo, sidebar = _conversation_list()
+        base_url, model, key, mode, top_k, keep_key, problems, limits, corrected = _settings_panel(settings)
     chatbot = gr.Chatbot(
         value=[],
         placeholder=host.welcome() or None,  # said while the chat is empty
         label="Conversation",
         elem_id="chat",
         editable="user",  # the pencil on a request: edit its words and run it again in place
-        height="calc(100dvh - 340px)",  # the message box in view on first load (test_browser_layout)
+        height="calc(100dvh - 360px)",  # the message box and its controls in view (test_browser_sidebar)
         autoscroll=True,
         group_consecutive_messages=True,  # a request's work, media and answer read as one turn
         # Cards in the empty chat: a click puts the request, with its file, in the message box.
         examples=_cards(),
     )
-    with gr.Row(elem_id="request-row"):
-        # No file_types: Gradio would refuse other files with a pop-up before the handler runs;
-        # webui.host.uploads answers in the chat instead, for every kind of bad file alike.
-        box = gr.MultimodalTextbox(
-            file_count="multiple",
-            show_label=False,
-            scale=8,
-            placeholder="Type a request; attach images or audio.",
-            elem_id="request",
-        )
-        stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, visible=False, elem_id="stop")
-    review = review_panel.layout(gr, settings.review)
+    with gr.Column(elem_id="composer"):  # the message box, then its controls: the review toggle, a trace
+        with gr.Row(elem_id="request-row"):
+            # No file_types: Gradio would refuse other files with a pop-up before the handler runs;
+            # webui.host.uploads answers in the chat instead, for every kind of bad file alike.
+            box = gr.MultimodalTextbox(
+                file_count="multiple",
+                show_label=False,
+                scale=8,
+                placeholder="Type a request; attach images or audio.",
+                elem_id="request",
+            )
+            stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, visible=False, elem_id="stop")
+        review = review_panel.layout(gr, settings.review)
     # Each request's trace is linked in its own turn; this list serves API clients.
     traces = gr.File(label="Traces (JSON)", file_count="multiple", interactive=False, visible=False)
-    base_url, model, key, mode, top_k, keep_key, problems, limits, corrected = _settings_panel(settings)
     # A stable secret: what a browser saved can still be read after the app restarts.
     secret = browser_secret(settings.app_secret, Path(settings.workdir))
     store = gr.BrowserState(saved.empty(), storage_key="hugginggpt", secret=secret)
     conv_key = gr.State("")
     return Page(
         status, chatbot, box, stop, traces, base_url, model, key, mode, top_k, keep_key, problems,
-        new, earlier, store, conv_key, undo, gr.State(""), review, limits, gr.State(None), corrected,
+        new, earlier, sidebar, store, conv_key, undo, gr.State(""), review, limits, gr.State(None), corrected,
     )  # fmt: skip
 
 
-def _conversation_row() -> tuple[Any, Any, Any]:
-    with gr.Row(equal_height=True, elem_id="conversations"):
-        new = gr.Button("New conversation", size="sm", scale=0, min_width=150, elem_id="new-conversation")
-        earlier = gr.Dropdown(
-            choices=[],
-            value=None,
-            allow_custom_value=True,  # each browser has its own list; webui.page.saved checks the keys
-            show_label=False,
-            container=False,
-            scale=3,
-            min_width=180,
-            label="Conversations in this browser",
-            elem_id="earlier",
-        )
-        undo = gr.Button(
-            "Undo delete", size="sm", scale=0, min_width=120, visible=False, elem_id="undo-delete"
-        )
-    return new, earlier, undo
+def _conversation_list() -> tuple[Any, Any, Any, Sidebar]:
+    new = gr.Button("New conversation", variant="primary", size="sm", elem_id="new-conversation")
+    earlier = gr.Radio(
+        choices=[],
+        value=None,
+        label="Conversations in this browser",
+        elem_id="earlier",
+    )
+    with gr.Row(elem_id="conversation-actions"):
+        rename = gr.Button("Rename", size="sm", min_width=60, elem_id="rename-conversation")
+        delete = gr.Button("Delete", size="sm", min_width=60, elem_id="delete-conversation")
+    with gr.Column(visible=False, elem_id="renaming") as renaming:
+        title = gr.Textbox(label="New title", max_length=200, elem_id="rename-title")
+        with gr.Row():
+            save_title = gr.Button("Save", variant="primary", size="sm", min_width=60, elem_id="rename-save")
+            keep_title = gr.Button("Cancel", size="sm", min_width=60, elem_id="rename-cancel")
+    with gr.Column(visible=False, elem_id="delete-confirm") as confirm:
+        question = gr.Markdown(elem_id="delete-question")
+        with gr.Row():
+            really = gr.Button("Delete", variant="stop", size="sm", min_width=60, elem_id="delete-yes")
+            keep = gr.Button("Cancel", size="sm", min_width=60, elem_id="delete-no")
+    undo = gr.Button("Undo delete", size="sm", visible=False, elem_id="undo-delete")
+    actions = Sidebar(
+        rename, renaming, title, save_title, keep_title, delete, confirm, question, really, keep
+    )
+    return new, earlier, undo, actions
 
 
 def _settings_panel(

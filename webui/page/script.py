@@ -8,6 +8,7 @@ HERE = Path(__file__).resolve().parent
 SCRIPTS = (
     "open_boxes.js",  # boxes a person opened stay open across a reload
     "mermaid_guard.js",  # a plan graph removed while Mermaid draws it throws no error
+    "sidebar.js",  # the sidebar opens on a wide screen only
 )
 
 

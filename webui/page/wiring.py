@@ -89,13 +89,15 @@ class PageWiring:
         ui.new.click(page.on_new, [ui.conv_key, ui.store], switched, cancels=self.runs, **QUIET).then(
             *refresh, **QUIET
         )
-        # A pick, not any input: Gradio's menu also sends "input" when it merely loses focus, with
-        # the conversation it shows; run after "New conversation", that switched back to it.
-        picked = ui.earlier.select(
+        # A pick, not any input: a change the page makes to the list (after a run, a rename) is no pick.
+        picked = ui.earlier.input(
             page.on_pick, [ui.earlier, ui.conv_key, ui.store], switched, cancels=self.runs, **QUIET
         ).then(*refresh, **QUIET)
         self._follow_after(picked)
-        ui.chatbot.clear(
+        # Deleted from the sidebar once confirmed (the chat's own trash icon is hidden: assets/page.css),
+        # or by an API client: one way, with its undo.
+        gr.on(
+            [ui.chatbot.clear, ui.sidebar.really_delete.click],
             page.on_clear,
             [ui.conv_key],
             [ui.conv_key, ui.chatbot, ui.traces, ui.undo, ui.deleted],
@@ -105,7 +107,31 @@ class PageWiring:
         ui.undo.click(page.on_undo, [ui.deleted, ui.store], switched, cancels=self.runs, **QUIET).then(
             *refresh, **QUIET
         )
+        self._wire_sidebar()
         self.demo.unload(page.on_unload)
+
+    def _wire_sidebar(self) -> None:
+        """Rename and delete the open conversation: each opens its own small form, which any other
+        step in the sidebar closes."""
+        ui, page, bar = self.ui, self.page, self.ui.sidebar
+        bar.rename.click(page.ask_rename, [ui.conv_key], [bar.renaming, bar.title], **QUIET)
+        gr.on(
+            [bar.save_title.click, bar.title.submit],
+            page.on_rename,
+            [bar.title, ui.conv_key, ui.store],
+            [bar.renaming, ui.earlier],
+            **QUIET,
+        )
+        bar.delete.click(page.ask_delete, [ui.conv_key], [bar.confirm, bar.question], **QUIET)
+        closing = [ui.new.click, ui.earlier.input, ui.undo.click, bar.really_delete.click, bar.keep.click]
+        gr.on(
+            [*closing, bar.keep_title.click],
+            _closed_forms,
+            None,
+            [bar.renaming, bar.confirm],
+            queue=False,
+            **QUIET,
+        )
 
     def _wire_settings(self) -> None:
         ui, page = self.ui, self.page
@@ -147,6 +173,10 @@ class PageWiring:
         followed.then(page.after_following, after, [ui.box, ui.stop, ui.store, ui.earlier], **QUIET).then(
             page.refresh_after_following, after[:2], self.plan_controls.state_outputs, **QUIET
         )
+
+
+def _closed_forms() -> tuple[Any, Any]:
+    return gr.Column(visible=False), gr.Column(visible=False)
 
 
 def _as_list(*values: Any) -> list[Any]:
