@@ -39,6 +39,7 @@ class App:
     process: subprocess.Popen
     port: int
     started: float  # time.monotonic() of the process's start
+    ready: float = 0.0  # seconds from its start until it answered HTTP
 
     @property
     def url(self) -> str:
@@ -66,6 +67,7 @@ class AppOutcome:
     answered: bool
     records_read: bool
     restart_to_answer: float  # from the restarted app's process start to the answer saved
+    app_start: float  # of which the app's start (imports, catalog, launch), until it answered HTTP
 
     @property
     def ok(self) -> bool:
@@ -116,6 +118,7 @@ class AppHarness(Harness):
             try:
                 with urllib.request.urlopen(app.url + "config", timeout=2) as reply:
                     if reply.status == 200:
+                        app.ready = time.monotonic() - started
                         return app
             except OSError:
                 pass
@@ -162,6 +165,7 @@ class AppHarness(Harness):
             answered=answered,
             records_read=records_read(folder),
             restart_to_answer=seconds,
+            app_start=restarted.ready,
         )
 
 
