@@ -83,7 +83,17 @@ class AppOutcome:
 
 
 class AppHarness(Harness):
-    """Harness's fake LLM and expert server, with the app as the process that is killed."""
+    """Harness's fake LLM and expert server, with the app as the process that is killed. Every app
+    it started and a failed test left running is killed at close()."""
+
+    def __init__(self, root: Path, *, rate: float, seconds: dict[str, float]) -> None:
+        super().__init__(root, rate=rate, seconds=seconds)
+        self.apps: list[App] = []
+
+    def close(self) -> None:
+        for app in self.apps:
+            app.kill()
+        super().close()
 
     def start_app(self, workdir: Path, *, resume_on_start: bool = True, port: int | None = None) -> App:
         """The app on `port` (None: a free one; a browser keeps its store per address, so the
@@ -111,6 +121,7 @@ class AppHarness(Harness):
         )
         log.close()
         app = App(process, port, started)
+        self.apps.append(app)
         deadline = started + START_SECONDS
         while True:
             if process.poll() is not None:
