@@ -11,7 +11,12 @@ answered, and the seconds from the restart to the answer against a plain retry (
 run again from the start; the median of 3), with the process's start, and the run's own (from its
 trace: no interpreter start and imports, which on a loaded machine vary by seconds).
 
-    python bench/crash_resume.py [--rate 50]
+With `--app`, the app instead: `python app.py` with a request typed into its page in headless
+Chromium (tests/crash_app_support.py), killed at APP_POINTS and started again on the same folder,
+where it continues the run on its own (resume_on_start); the seconds are from the restarted app's
+process start to the answer in the conversation's record, the app's own start among them.
+
+    python bench/crash_resume.py [--rate 50] [--app]
 """
 
 from __future__ import annotations
@@ -53,10 +58,23 @@ POINTS = [
 ]
 
 
+APP_POINTS = [
+    Point("plan stream", "plan", 0.6),
+    Point("inside text-to-image", "start:text-to-image", 0.3),
+    Point("a task ended, the next one running", "end:text-to-image", 0.2),
+    Point("inside text-to-speech", "start:text-to-speech", 0.25),
+    Point("during the answer", "respond", 0.3),
+]
+
+
 def main() -> None:
     args = argparse.ArgumentParser()
     args.add_argument("--rate", type=float, default=50.0, help="LLM tokens per second")
+    args.add_argument("--app", action="store_true", help="kill the app (python app.py), not the CLI")
     opts = args.parse_args()
+    if opts.app:
+        app_table(opts.rate)
+        return
     with (
         tempfile.TemporaryDirectory(dir=ROOT / ".tmp") as tmp,
         harness(Path(tmp), rate=opts.rate, seconds=SECONDS) as h,
@@ -95,6 +113,49 @@ def main() -> None:
             f"\n{ok} of {len(POINTS)} points: killed, 0 finished tasks run again, answered, records read, "
             "only unfinished LLM calls made again"
         )
+
+
+def app_table(rate: float) -> None:
+    from crash_app_support import AppHarness
+    from playwright.sync_api import sync_playwright
+    from test_browser import chromium
+
+    print(
+        "| # | kill point | where the run was | finished before | ran again | "
+        "LLM calls after restart (expected) | continued on start | records read | answered | "
+        "restart->answer s | of which the app's start s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    ok = 0
+    with (
+        tempfile.TemporaryDirectory(dir=ROOT / ".tmp") as tmp,
+        sync_playwright() as p,
+        chromium(p) as browser,
+    ):
+        h = AppHarness(Path(tmp), rate=rate, seconds=SECONDS)
+        try:
+            for i, point in enumerate(APP_POINTS, start=1):
+                context = browser.new_context(viewport={"width": 1280, "height": 900})
+                context.set_default_timeout(60_000)
+                try:
+                    o = h.crash_app_and_continue(point, context, Path(tmp) / f"app-{i}")
+                finally:
+                    context.close()
+                ok += o.ok
+                print(
+                    f"| {i} | {point.name} ({point.trigger} +{point.delay:g} s) | {o.where}"
+                    f"{'' if o.killed else ' (ended before the kill)'} | {len(o.finished_before)} | "
+                    f"{len(o.ran_again)} | {','.join(o.llm_after) or '-'} ({','.join(o.llm_expected)}) | "
+                    f"{'yes' if o.continued else 'NO'} | {'yes' if o.records_read else 'NO'} | "
+                    f"{'yes' if o.answered else 'NO'} | {o.restart_to_answer:.2f} | {o.app_start:.2f} |",
+                    flush=True,
+                )
+        finally:
+            h.close()
+    print(
+        f"\n{ok} of {len(APP_POINTS)} points: killed, continued on start, 0 finished tasks run again, "
+        "answered, records read, only unfinished LLM calls made again"
+    )
 
 
 if __name__ == "__main__":

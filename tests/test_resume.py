@@ -174,3 +174,76 @@ def test_the_resume_command_says_when_there_is_nothing_to_resume(server, tmp_pat
     assert "no unfinished run" in err.getvalue()
     assert main(["resume", "--workdir", str(workspace.root), "../x"], stdout=out, stderr=err) == 2
     assert "not a run id" in err.getvalue()
+
+
+class PictureServer:
+    """A loopback HTTP server serving one picture whose bytes the test can change."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.body = b"\x89PNG first picture"
+        self.hits = 0
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                owner.hits += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "image/png")
+                self.send_header("Content-Length", str(len(owner.body)))
+                self.end_headers()
+                self.wfile.write(owner.body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/fox.png"
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_finished_task_with_a_url_argument_is_taken_from_the_journal_while_the_url_serves_the_same_bytes(
+    server, tmp_path, monkeypatch
+):
+    from functools import partial
+
+    from test_trust import only_loopback
+
+    from hugginggpt.files import urlguard
+
+    # the test's picture server is on loopback, which the guard refuses unless told otherwise
+    monkeypatch.setattr(urlguard, "fetch", partial(urlguard.fetch, allowed=only_loopback))
+    pictures = PictureServer()
+    try:
+        tasks = [
+            {"task": "image-to-text", "id": 0, "dep": [-1], "args": {"image": pictures.url}},
+            {"task": "text-to-speech", "id": 1, "dep": [0], "args": {"text": "<resource>-0"}},
+        ]
+        server.reset()
+        server.script("plan", json.dumps({"tasks": tasks})).script("respond", "The fox, told aloud.")
+        _, workspace, path = first_run(server, tmp_path, cache_max_bytes=0, allow_urls=True)
+        crash_after(path, finished_count(1))  # the caption of the fetched picture had finished
+
+        endpoint = FakeEndpoint()
+        same = pipeline(server, endpoint, cache_max_bytes=0, allow_urls=True)
+        done = list(resume(same, read_journal(path), workspace=workspace))[-1]
+        assert done.outcome is Outcome.ANSWERED, done.error
+        assert [c[1] for c in endpoint.calls] == ["speak"]  # the caption came from the journal
+        assert [r.resumed for r in done.records] == [True, False]
+
+        crash_after(path, finished_count(1))  # the same crash, but the URL now serves other bytes
+        pictures.body = b"\x89PNG another picture"
+        endpoint = FakeEndpoint()
+        other = pipeline(server, endpoint, cache_max_bytes=0, allow_urls=True)
+        done = list(resume(other, read_journal(path), workspace=workspace))[-1]
+        assert done.outcome is Outcome.ANSWERED, done.error
+
+        assert [c[1] for c in endpoint.calls] == ["caption", "speak"]
+    finally:
+        pictures.close()

@@ -105,3 +105,21 @@ def test_a_run_that_died_while_being_continued_is_not_continued_again_on_start(l
     assert sorted(s["crashes"] for s in starts) == [0, 1]  # the continued run's journal says so
     first.gate.set()
     second.gate.set()
+
+
+def test_a_continued_run_charges_the_visitors_tokens_only_for_its_new_calls(llm_server, tmp_path):
+    key, first = cut_off(llm_server, tmp_path, "conv-budget")
+    settings = app_settings(llm_server, tmp_path / "ws", cache_max_bytes=0, visitor_daily_tokens=10**6)
+    restarted = ChatApp(settings, catalog=CATALOG, endpoint=FakeEndpoint(), public_llm_only=True)
+    conv = restarted.conversations.get(key, "10.0.0.7")  # the visitor's page comes back
+    assert conv.resumable is not None
+    *_, (messages, _, running) = resume_runs.continue_run(restarted, key, LLMChoice())
+    assert not running and texts(messages)[-1].startswith("Answer for conv-budget")
+    trace = json.loads(sorted((conv.workspace.root / "traces").glob("*.json"))[-1].read_text())
+    assert trace["crashes"] == 1
+    new_calls = sum(c["usage"]["prompt_tokens"] + c["usage"]["completion_tokens"] for c in trace["llm_calls"])
+    assert [c["stage"] for c in trace["llm_calls"]] == ["respond"]  # the plan and choice were journaled
+    assert restarted.host.tokens.spent("10.0.0.7") == new_calls > 0
+    assert trace["usage"]["total_tokens"] > new_calls  # the usage shown still counts both attempts
+    assert trace["usage"]["by_stage"]["plan"]["input_tokens"] > 0  # the first attempt's plan
+    first.gate.set()

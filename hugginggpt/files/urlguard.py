@@ -117,11 +117,15 @@ def _pinned(url: str, address: Address) -> tuple[str, dict[str, Any]]:
     return urlunsplit(parts._replace(netloc=netloc)), options
 
 
-def _save(response: httpx.Response, url: str, dest_dir: Path, max_bytes: int) -> Path:
+def saved_name(url: str) -> str:
+    """The file name a download of `url` gets (then -2, -3, ... when taken)."""
     name = Path(urlsplit(url).path).name or "download"
-    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:80].lstrip(".") or "download"
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:80].lstrip(".") or "download"
+
+
+def _save(response: httpx.Response, url: str, dest_dir: Path, max_bytes: int) -> Path:
     dest_dir.mkdir(parents=True, exist_ok=True)
-    f, target = _new_file(dest_dir, safe)
+    f, target = _new_file(dest_dir, saved_name(url))
     size = 0
     with f:
         for chunk in response.iter_bytes():

@@ -13,10 +13,14 @@ crashes came before (`crashes`), and its usage counts every attempt's tokens.
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import threading
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -24,6 +28,7 @@ from hugginggpt import prompts
 from hugginggpt import tasks as task_types
 from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.endpoints import CACHE, Call, Endpoint, Result, WrappedEndpoint
+from hugginggpt.files import urlguard
 from hugginggpt.files.artifacts import Artifact, kind_of_file
 from hugginggpt.files.hashing import file_sha256, value_sha256
 from hugginggpt.files.workspace import FileRefused, Workspace
@@ -120,27 +125,58 @@ def _checked(raw: Mapping[str, Any], workspace: Workspace) -> Artifact:
 
 
 def finished_keys(
-    plan: Plan, records: Mapping[int, TaskRecord], workspace: Workspace, settings: ExecutionSettings
+    plan: Plan,
+    records: Mapping[int, TaskRecord],
+    workspace: Workspace,
+    settings: ExecutionSettings,
+    earlier: Path,
 ) -> dict[str, tuple[int, list[Artifact]]]:
     """Each finished task's input key, as the resumed run's call for it will have it: its inputs
-    are filled in from the journal's records, as the scheduler fills them from the same outputs."""
+    are filled in from the journal's records, as the scheduler fills them from the same outputs.
+    A URL argument stands for the copy the earlier attempt fetched (under its run folder
+    `earlier`): the resumed run fetches the URL again, and its call matches only while the URL
+    serves the same bytes."""
     keys: dict[str, tuple[int, list[Artifact]]] = {}
     by_id = plan.by_id()
     for task_id, record in records.items():
         task = by_id[task_id]
         if not all(d in records for d in task.dep if d >= 0):
             continue
-        try:
-            inputs = resolve_inputs(task, dict(records), workspace, workspace.root / "outputs", settings)
-        except (FileRefused, ValueError, OSError):  # a URL (not fetched again here), a file gone
-            continue
-        if record.seed is not None:
-            inputs["seed"] = record.seed
-        try:
-            keys[input_key(task.task, record.model or "", inputs)] = (task_id, list(record.outputs))
-        except OSError:
-            continue
+        for fetched in _earlier_copies(task.args.values(), earlier):
+            try:
+                fetch = partial(_copy_of, fetched)
+                made = replace(settings, fetch_url=fetch)
+                inputs = resolve_inputs(task, dict(records), workspace, earlier, made)
+                if record.seed is not None:
+                    inputs["seed"] = record.seed
+                keys[input_key(task.task, record.model or "", inputs)] = (task_id, list(record.outputs))
+            except (FileRefused, ValueError, OSError):  # a file gone, a URL never fetched: it runs
+                continue
     return keys
+
+
+MAX_COPIES = 16  # combinations of earlier downloads tried for one task
+
+
+def _earlier_copies(args: Any, earlier: Path) -> list[dict[str, Path]]:
+    """Each way to pair a task's URL arguments with a file the earlier attempt saved from them."""
+    urls = sorted({v for v in args if isinstance(v, str) and v.lower().startswith(("http://", "https://"))})
+    found = [_downloads_of(url, earlier) for url in urls]
+    return [
+        dict(zip(urls, pick, strict=True)) for pick in itertools.islice(itertools.product(*found), MAX_COPIES)
+    ]
+
+
+def _downloads_of(url: str, earlier: Path) -> list[Path]:
+    name = Path(urlguard.saved_name(url))
+    pattern = re.compile(re.escape(name.stem) + r"(-\d+)?" + re.escape(name.suffix))
+    return sorted(p for p in earlier.rglob("*") if p.parent.name == "downloads" and pattern.fullmatch(p.name))
+
+
+def _copy_of(fetched: Mapping[str, Path], url: str, _dest: Path) -> Path:
+    if url not in fetched:
+        raise FileRefused(f"{url} was not fetched before the crash")
+    return fetched[url]
 
 
 def journal_choices(
@@ -276,7 +312,9 @@ def resume(
     if pipeline.cache is not None:  # the journal first: a task from before the crash is marked so
         scope = run_scope(pipeline.cache_scope, s.cache_scope, workspace.root)
         endpoint = CachingEndpoint(endpoint, pipeline.cache, scope)
-    resumed = ResumedEndpoint(endpoint, finished_keys(plan, records, workspace, execution))
+    fetched_in = workspace.root / "outputs" / state.request_id  # where its URLs' copies were saved
+    keys = finished_keys(plan, records, workspace, execution, fetched_in)
+    resumed = ResumedEndpoint(endpoint, keys)
     runner = Pipeline(llm=pipeline.llm, catalog=pipeline.catalog, endpoint=resumed, settings=s)
     runner.cache_scope = pipeline.cache_scope
     earlier = [*state.earlier_calls, *(_call_entry(c) for c in llm.calls)]
