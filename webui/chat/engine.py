@@ -1,8 +1,9 @@
 """The chat logic behind the Gradio app: one request at a time per conversation, streamed.
 
-Nothing here is module-level state: the shared parts (catalog, model backends, LLM clients, the
-table of conversations) are the Host's (webui.host.host), which the API doors share. The API key a person
-types lives only in the request that carries it and in the LLM client built for it.
+Nothing here is module-level state. The conversations are the engine's own (webui.chat.conversations);
+the shared parts (catalog, model backends, LLM clients, slots, the run entry) are the Host's
+(webui.host.host), which the API doors share. The API key a person types lives only in the request
+that carries it and in the LLM client built for it.
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ from typing import Any
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
 from hugginggpt.files.artifacts import MEDIA_KINDS
+from hugginggpt.observability import metrics
 from hugginggpt.run.events import Done, ErrorKind, Event, Outcome
 from hugginggpt.run.pipeline import Pipeline
 from hugginggpt.run.records import TaskStatus
 from hugginggpt.stages.planfile import choices_as_ran
+from webui.chat.conversation_store import ConversationStore, browser_key, max_bytes, retention_hours
 from webui.chat.conversations import Conversation, ConversationTable, TableFull
 from webui.chat.live_runs import STOP_GRACE_SECONDS, LiveRun
 from webui.chat.render import RunView, user_messages
-from webui.chat.review_form import Draft, Origin
+from webui.chat.review_form import Draft, Origin, draft_from_json
 from webui.chat.turns import history_before, open_turn
 from webui.host.backends import Backends
 from webui.host.host import CONFIGURE_HINT, Host
@@ -43,20 +46,26 @@ DISK_FULL = (
 log = logging.getLogger(__name__)
 
 BUSY = "A request is still running in this conversation: wait for it, or press Stop."
+UPLOAD_REFUSED = "Nothing was run. Send the request again with an image or audio file that opens."
 REVIEW_HINT = (
     "Nothing has run yet. **Review the plan** below the chat: change an argument, a model, a "
     "dependency or a seed, or delete a task; then press **Run plan**, or **Cancel**."
 )
 
+PER_CLIENT = 20  # conversations one address may hold on a public app
+
 __all__ = ["BUSY", "CONFIGURE_HINT", "ChatApp", "Conversation", "LLMChoice"]
 
 
 class ChatApp:
-    """The chat engine over a Host: one request at a time per conversation, streamed. Given
+    """The chat engine over a Host: its conversations, one request at a time each, streamed. Given
     Settings (and the Host's keyword arguments) instead of a Host, it makes its own."""
 
-    def __init__(self, host: Host | Settings, **services: Any):
+    def __init__(self, host: Host | Settings, *, max_conversations: int = 500, **services: Any):
         self.host = host if isinstance(host, Host) else Host(host, **services)
+        self.conversations = _conversation_table(self.host, max_conversations)
+        self.conversations.sweep()
+        metrics.watch(conversations_open=lambda: len(self.conversations))
 
     # The host's parts the chat uses most, read through it (the host alone holds them).
 
@@ -67,10 +76,6 @@ class ChatApp:
     @property
     def catalog(self) -> Catalog:
         return self.host.catalog
-
-    @property
-    def conversations(self) -> ConversationTable:
-        return self.host.conversations
 
     @property
     def backends(self) -> Backends:
@@ -89,12 +94,14 @@ class ChatApp:
         return self.host.public_llm_only
 
     def conversation(self, session: str, client: str) -> Conversation:
-        """The session's conversation, made now if it has none (its first message): under the caps."""
-        return self.host.admit(session, client)
+        """The session's conversation, made now if it has none, for `client`: under the caps for
+        every way in (TableFull when there is no room). Only a first message, or a first plan to
+        review, comes here; looking at a conversation (`find`) never makes one."""
+        return self.conversations.get(session, client)
 
     def find(self, session: str) -> Conversation | None:
         """The session's conversation if it has one; looking never makes one (a page load makes none)."""
-        return self.host.find(session)
+        return self.conversations.find(session)
 
     def reset(self, session: str) -> bool:
         """A new conversation for this session: fresh workspace and history. Returns whether the old
@@ -133,7 +140,7 @@ class ChatApp:
         the request is planned and its models chosen, then waits as `conv.pending` for the person.
         With `replace` (a turn's index) the request does that turn again in place (webui.chat.turns)."""
         if self.find(session) is None:  # a message that runs nothing takes no conversation place
-            refusal = self.host.first_message_refusal(*_split_message(message), client)
+            refusal = self._first_message_refusal(*_split_message(message), client)
             if refusal is not None:
                 yield ([_note(refusal)] if refusal else []), [], False
                 return
@@ -169,22 +176,17 @@ class ChatApp:
             return
         conv.requests += 1
         conv.title = conv.title or self._title(text)
-        problems = self._upload_problems(files)
-        full = bool(files) and not problems and not self.conversations.make_room(conv, files)
-        if not problems and not full:  # kept with the conversation, which shows them from there
+        full = bool(text and files) and not self.conversations.make_room(conv, files)
+        if text and not full:  # kept with the conversation, which shows them from there
             files = [str(conv.workspace.add_upload(Path(f))) for f in files]
         user = user_messages(text, files)
         why = "your edit" if replace is not None else ""
         history = history_before(conv.history, conv.turns, replace)
         refusal = ""
-        if problems:
-            user = user_messages(text or "(files only)", [])
-            refusal = "\n\n".join(problems) + (
-                "\n\nNothing was run. Send the request again with an image or audio file that opens."
-            )
-        elif full:
+        if full:
             user, refusal = user_messages(text, []), DISK_FULL
-        elif not text:
+        elif not text:  # not kept: only a run checks (decodes) what is uploaded
+            user = user_messages("(files only)", [])
             refusal = "What should I do with this file? Send it again with a request."
         else:
             try:
@@ -197,27 +199,29 @@ class ChatApp:
             yield conv.display, conv.traces, False
             return
         paths = [Path(f) for f in files]
-        start = pipeline.plan_only if review else pipeline.run
-        yield from self.stream_run(
-            conv,
-            session,
-            text,
-            user,
-            lambda cancel: start(
-                text, workspace=conv.workspace, files=paths, history=history, cancelled=cancel
-            ),
-            poll=poll,
-            replace=replace,
-            why=why,
-        )
+        run = pipeline.plan_only if review else pipeline.run
 
-    def _upload_problems(self, files: list[str]) -> list[str]:
-        """What is wrong with each upload, checked (decoded) only while holding a slot: however many
-        messages wait, no more files are decoded at once than requests run (webui.host.slots)."""
-        if not files:
-            return []
-        with self.host.entry.slot(threading.Event(), wait=True):
-            return [p for f in files if (p := check_upload(f, max_bytes=self.max_upload_bytes))]
+        def start(cancel: threading.Event) -> Iterator[Event]:
+            """Called by the run entry under the run's slot: the uploads are decoded there first, as
+            a door's are (webui.doors.calls), so no more files are decoded at once than requests run."""
+            checked = [(f, check_upload(f, max_bytes=self.max_upload_bytes)) for f in paths]
+            problems = [p for f, p in checked if p]
+            if problems:  # a refused file is no upload of the conversation: later plans may not use it
+                for f, p in checked:
+                    if p:
+                        f.unlink(missing_ok=True)
+                said = "\n\n".join(problems) + f"\n\n{UPLOAD_REFUSED}"
+                return iter([Done(Outcome.FAILED, error=said, error_kind=ErrorKind.INPUT)])
+            return run(text, workspace=conv.workspace, files=paths, history=history, cancelled=cancel)
+
+        yield from self.stream_run(conv, session, text, user, start, poll=poll, replace=replace, why=why)
+
+    def _first_message_refusal(self, text: str, files: list[str], caller: str) -> str | None:
+        """Why a session's first message makes no conversation: "" when it is empty (nothing is
+        said), the budget's refusal for a request; None: it may be admitted."""
+        if not text.strip():
+            return None if files else ""
+        return self.host.tokens.refusal(caller)
 
     def _off_hub(self, model: str) -> bool:
         card = self.catalog.get(model)
@@ -326,6 +330,26 @@ class ChatApp:
             conv.last_run = Draft(text, done.plan, ran, Origin.RAN, request_id, _made_media(done))
         conv.history += [{"role": "user", "content": text}]
         conv.history += [{"role": "assistant", "content": done.answer or f"(no answer: {done.error})"}]
+
+
+def _conversation_table(host: Host, limit: int) -> ConversationTable:
+    """The engine's conversations, kept under the host's work folder; a cap per address matters
+    where strangers come (on a private app everyone is one person)."""
+    settings = host.settings
+    return ConversationTable(
+        host.workdir,
+        limit=limit,
+        per_client=PER_CLIENT if host.public_llm_only else limit,
+        leave_grace_seconds=settings.app_leave_grace_seconds,
+        cache=host.cache,
+        store=ConversationStore(
+            host.workdir / "conversations",
+            retention_seconds=retention_hours(settings) * 3600,
+            max_bytes=max_bytes(settings),
+        ),
+        saved=browser_key,  # a browser's conversations; an API client's end with its session
+        read_draft=lambda raw: draft_from_json(raw, host.catalog),
+    )
 
 
 def _drive(

@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 from hugginggpt.config import Settings
 from hugginggpt.run.pipeline import Pipeline
-from webui.doors.api_files import InputRefused
 from webui.host.slots import RunSlots
 from webui.host.token_budget import DailyTokens
 
@@ -52,15 +51,13 @@ class RunEntry:
     ) -> Pipeline:
         """The pipeline for `caller`'s run, with `how` (Host.pipeline's keywords). Refused (`spent`)
         when the run `asks_llm` and the caller's tokens for the day are spent or taken by its runs
-        going on; Refused for a settings problem (`settings` raises ValueError), or that error itself
-        when it already speaks to the caller (an API's InputRefused)."""
+        going on; Refused for a settings problem (`settings` raises ValueError, or Refused in words
+        of its own, as an API's headers are named)."""
         refusal = self.tokens.refusal(caller) if asks_llm else None
         if refusal:
             raise Refused(refusal, spent=True)
         try:
             return self._pipeline(settings(), caller=caller, **how)
-        except InputRefused:
-            raise
         except ValueError as e:
             raise Refused(f"**Settings problem:** {e}") from None
 
