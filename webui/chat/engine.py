@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import queue
 import threading
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +26,14 @@ from hugginggpt.run.records import TaskStatus
 from hugginggpt.stages.planfile import choices_as_ran
 from webui.chat.conversation_store import ConversationStore, browser_key, max_bytes, retention_hours
 from webui.chat.conversations import Conversation, ConversationTable, TableFull
-from webui.chat.live_runs import STOP_GRACE_SECONDS, LiveRun
+from webui.chat.live_runs import LiveRun, Update
 from webui.chat.render import RunView, user_messages
 from webui.chat.review_form import Draft, Origin, draft_from_json
 from webui.chat.turns import history_before, open_turn
 from webui.host.backends import Backends
 from webui.host.host import CONFIGURE_HINT, Host
 from webui.host.limit_words import for_page
-from webui.host.run_entry import Refused, RunEntry
+from webui.host.run_entry import Refused
 from webui.host.session_settings import LLMChoice
 from webui.host.slots import RunSlots
 from webui.host.uploads import check_upload
@@ -132,10 +132,9 @@ class ChatApp:
         *,
         client: str = "",
         hf_token: str | None = None,
-        poll: float = 0.05,
         review: bool = False,
         replace: int | None = None,
-    ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
+    ) -> Iterator[Update]:
         """Yields (chat messages, trace files, still running) as the request advances. With `review`
         the request is planned and its models chosen, then waits as `conv.pending` for the person.
         With `replace` (a turn's index) the request does that turn again in place (webui.chat.turns)."""
@@ -150,7 +149,7 @@ class ChatApp:
             yield [_note(str(e))], [], False
             return
         try:
-            yield from self._respond(conv, session, message, choice, client, hf_token, poll, review, replace)
+            yield from self._respond(conv, session, message, choice, client, hf_token, review, replace)
         finally:
             if conv.run is None:  # a run that goes on saves the conversation when it ends
                 self.conversations.save(conv)
@@ -163,17 +162,17 @@ class ChatApp:
         choice: LLMChoice,
         client: str,
         hf_token: str | None,
-        poll: float,
         review: bool,
         replace: int | None = None,
-    ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
+    ) -> Iterator[Update]:
+        """The request's updates: said at once when it is refused, else its run's (`stream_run`).
+        No generator of its own: the answer path's events pass through no frame that only passes
+        them on (tests/test_answer_path.py)."""
         text, files = _split_message(message)
         if conv.cancel is not None:
-            yield conv.display + [_note(BUSY)], conv.traces, True
-            return
+            return iter([(conv.display + [_note(BUSY)], conv.traces, True)])
         if not text and not files:
-            yield conv.display, conv.traces, False
-            return
+            return iter([(conv.display, conv.traces, False)])
         conv.requests += 1
         conv.title = conv.title or self._title(text)
         full = bool(text and files) and not self.conversations.make_room(conv, files)
@@ -196,8 +195,7 @@ class ChatApp:
         if refusal:  # answered at once: the request and why nothing runs
             open_turn(conv, user, text, replace=replace, why=why)
             conv.display += [_note(refusal)]
-            yield conv.display, conv.traces, False
-            return
+            return iter([(conv.display, conv.traces, False)])
         paths = [Path(f) for f in files]
         run = pipeline.plan_only if review else pipeline.run
 
@@ -214,7 +212,7 @@ class ChatApp:
                 return iter([Done(Outcome.FAILED, error=said, error_kind=ErrorKind.INPUT)])
             return run(text, workspace=conv.workspace, files=paths, history=history, cancelled=cancel)
 
-        yield from self.stream_run(conv, session, text, user, start, poll=poll, replace=replace, why=why)
+        return self.stream_run(conv, session, text, user, start, replace=replace, why=why)
 
     def _first_message_refusal(self, text: str, files: list[str], caller: str) -> str | None:
         """Why a session's first message makes no conversation: "" when it is empty (nothing is
@@ -253,10 +251,9 @@ class ChatApp:
         user: list[dict[str, Any]],
         start: Callable[[threading.Event], Iterator[Event]],
         *,
-        poll: float = 0.05,
         replace: int | None = None,
         why: str = "",
-    ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
+    ) -> Iterator[Update]:
         """Runs `start(cancel)` (a Pipeline method's events) in a thread and yields the chat as it
         advances: `user` (the person's bubble), then the run's boxes, media and answer. With
         `replace` (a turn's index) the run does that turn again in place, `why` says why
@@ -265,8 +262,7 @@ class ChatApp:
         a closed tab), and its pages can follow it again (`live`)."""
         cancel = threading.Event()
         if not self.conversations.claim(conv, cancel):  # one request at a time, also for API clients
-            yield conv.display + [_note(BUSY)], conv.traces, True
-            return
+            return iter([(conv.display + [_note(BUSY)], conv.traces, True)])
         conv.pending = conv.pending_form = None  # a new run replaces a plan under review
         open_turn(conv, user, text, replace=replace, why=why)
         self.conversations.save(conv)  # the request is kept, even if the app ends before its answer
@@ -279,16 +275,11 @@ class ChatApp:
             finish=lambda: self._end_run(conv, text, run),
         )
         conv.run = run
-        events: queue.Queue = queue.Queue()
         name = f"hugginggpt-{session[:8]}"
-        worker = (self.host.entry, start, conv, cancel, events)
-        threading.Thread(target=_drive, args=worker, name=name, daemon=True).start()
-        threading.Thread(target=run.consume, args=(events, poll), name=name, daemon=True).start()
-        try:
-            yield from run.follow()
-        finally:
-            if not conv.key:  # an API client's: no page comes back to it, so it ends with its stream
-                run.end(Done(Outcome.CANCELLED))
+        drive = partial(run.drive, self.host.entry, conv.client, start, then=partial(_delete_if_left, conv))
+        threading.Thread(target=drive, name=name, daemon=True).start()
+        threading.Thread(target=run.end_after_grace, name=name, daemon=True).start()
+        return run.follow(ends_with_stream=not conv.key)  # a browser's goes on when this stream is closed
 
     def live(self, session: str) -> LiveRun | None:
         """The run going on in the session's conversation (started by a page since reloaded or
@@ -352,29 +343,10 @@ def _conversation_table(host: Host, limit: int) -> ConversationTable:
     )
 
 
-def _drive(
-    entry: RunEntry,
-    start: Callable[[threading.Event], Iterator[Event]],
-    conv: Conversation,
-    cancel: threading.Event,
-    events: queue.Queue,
-) -> None:
-    """Runs the pipeline in its own thread, so the chat can give up on it at once when stopped.
-    Stop, a page left or the request's deadline: the chat moves on after the grace, and so does
-    the slot, even while a blocking call of the run has not returned yet."""
-    started = False
-    try:  # busy with API calls: waits its turn
-        grace = STOP_GRACE_SECONDS
-        for event in entry.run(conv.client, cancel, lambda: start(cancel), wait=True, grace=grace):
-            started = True
-            events.put(event)
-    except Exception:  # Pipeline.run reports failures in Done; anything else is a bug
-        started = True
-        log.exception("the pipeline crashed")
-    finally:
-        if conv.ended:  # the page was left mid-run: what the run wrote since goes too
-            conv.delete_files()
-        events.put(None if started else Done(Outcome.CANCELLED))  # None: the worker has ended
+def _delete_if_left(conv: Conversation) -> None:
+    """The page was left mid-run: what the run wrote since goes too."""
+    if conv.ended:
+        conv.delete_files()
 
 
 def _made_media(done: Done) -> frozenset[int]:

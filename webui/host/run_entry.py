@@ -74,7 +74,7 @@ class RunEntry:
         while waiting for one. Raises slots.Busy when too many runs wait (in all, or `caller`'s),
         unless `wait`. With `grace`, a cancelled run's slot is given back that many seconds after
         the cancel, even while a blocking call of the run has not returned yet."""
-        with self.slot(cancelled, caller=caller, wait=wait, grace=grace) as held:
+        with self._slot(cancelled, caller=caller, wait=wait, grace=grace) as held:
             if not held:
                 return
             _inside.depth = getattr(_inside, "depth", 0) + 1
@@ -89,7 +89,7 @@ class RunEntry:
                     items.close()
 
     @contextmanager
-    def slot(
+    def _slot(
         self,
         cancelled: threading.Event,
         *,
@@ -98,7 +98,7 @@ class RunEntry:
         grace: float | None = None,
     ) -> Iterator[bool]:
         """One of the requests-at-once slots for the block (True), or False when `cancelled` was set
-        while waiting. Only `run` and checking a chat's uploads (decoded under a slot) take one."""
+        while waiting. Only `run` takes one: a run's uploads are decoded under it, by its `start`."""
         got = self.slots.acquire(cancelled, refuse_when_busy=not wait, caller=caller)
         give_back = _once(self.slots.release if got else lambda: None)
         if got and grace is not None:
