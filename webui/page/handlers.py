@@ -26,7 +26,7 @@ class ChatPage:
     """The page's handlers as named methods (what Gradio calls on each event), over its laid-out
     components (`ui`). Per visitor it keeps only which conversation each browser session has open."""
 
-    plan_controls: review_panel.Wiring  # set by webui.page.wiring
+    plan_controls: review_panel.ReviewPanel  # set by webui.page.wiring
 
     def __init__(self, host: Host, chat: ChatApp, concurrency: int, ui: Page):
         self.host, self.chat, self.concurrency, self.ui = host, chat, concurrency, ui
@@ -37,7 +37,7 @@ class ChatPage:
 
     def conversation_key(self, conv_key: str, request: Any) -> str:
         """The browser's conversation key; API clients (no browser store) are keyed by session."""
-        return self.visitors.key(conv_key, session_of(request))
+        return self.visitors.of(conv_key, request)
 
     def published(self, key: str, messages: list[dict[str, Any]], trace_files: list[str], running: bool):
         """The chat and the traces as the page gets them: the conversation's served copies, and once
@@ -106,6 +106,14 @@ class ChatPage:
             review=bool(review),
         )
         yield from self.streamed(session, updates)
+
+    def on_review_asked(
+        self, request: gr.Request, asked: Any, conv_key, *values: Any
+    ):  # the request first: *values
+        """What the person pressed on the review form (review_panel.ReviewPanel), with the Settings'
+        values (Page.choice_inputs): streamed as a run of the page's own."""
+        session = self.conversation_key(conv_key, request)
+        yield from self.streamed(session, self.plan_controls.reviewed(session, asked, choice(*values)))
 
     def streamed(self, session: str, updates: Any):
         """A run's chat updates as the page gets them: (chatbot, traces, message box)."""

@@ -25,6 +25,10 @@ class Visitors:
             return conv_key
         return session
 
+    def of(self, conv_key: str, request: Any) -> str:
+        """`key` for a Gradio request: its browser session's (gr.Request.session_hash)."""
+        return self.key(conv_key, getattr(request, "session_hash", None) or "local")
+
     def opened(self, session: str, key: str) -> None:
         self._open[session] = key
 
