@@ -1,10 +1,12 @@
 """The answer path's depth, read from a real run: a chat request through the fake LLM server, and at
 its first task a look at every thread's stack (tests/test_answer_path.py, and printed by
 `python tests/answer_path_probe.py`). The answer path runs from the chat's submit (ChatApp.respond,
-which follows the run) to the task graph's scheduler (TaskGraph.run). Its generator frames are the
-project's own (hugginggpt/, webui/) on the threads of that path; a thread hand-off is each thread of
-the path past the first. Not on the path: the scheduler's workers (a task's thread and the model
-call's, below the scheduler) and the watchers that only wait for a stop."""
+which follows the run) to the task graph's scheduler (TaskGraph.run). Its threads are the submit's
+and those of the web layer's that the run's events pass through (any with a webui/ frame, the
+thread driving the scheduler among them); its generator frames are the project's own (hugginggpt/,
+webui/) on those threads; a thread hand-off is each thread of the path past the first. Not on the
+path: the core's own threads (the plan's stream, a task's, the model call's), the watchers that only
+wait for a stop, and any thread that was there before the request."""
 
 from __future__ import annotations
 
@@ -26,7 +28,6 @@ from fakes.llm_server import FakeLLMServer  # noqa: E402
 from webui.chat.engine import ChatApp, LLMChoice  # noqa: E402
 
 OURS = (str(ROOT / "hugginggpt"), str(ROOT / "webui"))
-WORKERS = ("task_", "model-", "warm_")  # thread names of the scheduler's pools and model calls
 WATCHERS = {"run_entry._give_back_when_given_up", "live_runs.end_after_grace"}  # wait for a stop only
 
 
@@ -35,6 +36,7 @@ class Thread:
     name: str
     generators: tuple[str, ...]  # the project's generator frames, outermost first
     frames: tuple[str, ...]  # the project's frames of any kind
+    web: bool  # whether any of them is the web layer's
 
 
 def project_frames(frame: Any) -> list[Any]:
@@ -52,15 +54,19 @@ class Probe(FakeEndpoint):
     def __init__(self) -> None:
         super().__init__()
         self.seen: list[Thread] = []
+        self.before = {t.ident for t in threading.enumerate()} - {threading.get_ident()}
 
     def run(self, task, model, inputs, call):  # type: ignore[no-untyped-def]
         if not self.seen:
             names = {t.ident: t.name for t in threading.enumerate()}
             for ident, frame in sys._current_frames().items():
+                if ident in self.before:
+                    continue
                 frames = project_frames(frame)
                 gens = tuple(_name(f) for f in frames if f.f_code.co_flags & inspect.CO_GENERATOR)
                 if frames:
-                    self.seen.append(Thread(names.get(ident, "?"), gens, tuple(map(_name, frames))))
+                    web = any(f.f_code.co_filename.startswith(OURS[1]) for f in frames)
+                    self.seen.append(Thread(names.get(ident, "?"), gens, tuple(map(_name, frames)), web))
         return super().run(task, model, inputs, call)
 
 
@@ -82,7 +88,7 @@ def measure() -> list[Thread]:
 
 def answer_path(seen: list[Thread]) -> list[Thread]:
     """The threads from the submit to the scheduler, the submit's first."""
-    path = [t for t in seen if not t.name.startswith(WORKERS) and not set(t.frames) <= WATCHERS]
+    path = [t for t in seen if t.web and not set(t.frames) <= WATCHERS]
     return sorted(path, key=lambda t: "engine.respond" not in t.frames)
 
 
