@@ -54,19 +54,18 @@ class Probe(FakeEndpoint):
     def __init__(self) -> None:
         super().__init__()
         self.seen: list[Thread] = []
-        self.before = {t.ident for t in threading.enumerate()} - {threading.get_ident()}
+        # By the thread objects, not their ids: a thread that ends meanwhile leaves its id to a new one.
+        self.before = set(threading.enumerate()) - {threading.current_thread()}
 
     def run(self, task, model, inputs, call):  # type: ignore[no-untyped-def]
         if not self.seen:
-            names = {t.ident: t.name for t in threading.enumerate()}
-            for ident, frame in sys._current_frames().items():
-                if ident in self.before:
-                    continue
-                frames = project_frames(frame)
+            stacks = sys._current_frames()
+            for thread in set(threading.enumerate()) - self.before:
+                frames = project_frames(stacks.get(thread.ident))
                 gens = tuple(_name(f) for f in frames if f.f_code.co_flags & inspect.CO_GENERATOR)
                 if frames:
                     web = any(f.f_code.co_filename.startswith(OURS[1]) for f in frames)
-                    self.seen.append(Thread(names.get(ident, "?"), gens, tuple(map(_name, frames)), web))
+                    self.seen.append(Thread(thread.name, gens, tuple(map(_name, frames)), web))
         return super().run(task, model, inputs, call)
 
 
