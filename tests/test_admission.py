@@ -326,18 +326,18 @@ def test_an_mcp_task_tool_runs_as_a_one_task_plan_through_the_result_cache(llm_s
 def test_what_the_page_keeps_per_visitor_needs_no_browser(llm_server, tmp_path):
     """webui.page.visitors, Gradio-free: a load opens a key and makes nothing; the first message makes
     the conversation; a reload comes back to it; a store naming a gone key gets a fresh one."""
-    from webui.host.host import Host
+    from webui.chat.engine import ChatApp
     from webui.page import saved
     from webui.page.visitors import Visitors
 
-    host = Host(app_settings(llm_server, tmp_path / "ws"), catalog=fake_catalog(), endpoint=FakeEndpoint())
-    visitors = Visitors(host)
+    chat = ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=fake_catalog(), endpoint=FakeEndpoint())
+    visitors = Visitors(chat)
     key, store = visitors.restored(None, "tab-1")
-    assert saved.valid_key(key) and store["current"] == key and len(host.conversations) == 0
+    assert saved.valid_key(key) and store["current"] == key and len(chat.conversations) == 0
     assert visitors.key(key, "tab-1") == key and visitors.key("not-a-key", "api-client") == "api-client"
-    conv = host.admit(key, "127.0.0.1")  # its first message
-    assert visitors.restored(store, "tab-2") == (key, store) and host.find(key) is conv
+    conv = chat.conversation(key, "127.0.0.1")  # its first message
+    assert visitors.restored(store, "tab-2") == (key, store) and chat.find(key) is conv
     assert visitors.left("tab-1") == key and visitors.left("api-client") is None
-    host.conversations.drop(key)
+    chat.conversations.drop(key)
     fresh, store = visitors.restored(store, "tab-2")
-    assert fresh != key and store["current"] == fresh and len(host.conversations) == 0
+    assert fresh != key and store["current"] == fresh and len(chat.conversations) == 0

@@ -22,6 +22,7 @@ from hugginggpt.catalog import Catalog, ModelCard
 from hugginggpt.config import Settings
 from hugginggpt.endpoints import Call
 from webui.host.uploads import check_upload
+from webui.page import status
 
 FAKE_CATALOG = Catalog(
     cards(
@@ -549,7 +550,7 @@ def test_the_status_line_never_shows_a_password_in_the_servers_base_url(tmp_path
         catalog=Catalog([]),
         endpoint=FakeEndpoint(),
     )
-    line = chat.host.status(LLMChoice())
+    line = status.for_host(chat.host, LLMChoice())
     assert "127.0.0.1:9/v1" in line and "pw-secret" not in line
 
 
@@ -572,7 +573,7 @@ def test_a_secret_in_the_base_urls_query_never_reaches_the_status_line(tmp_path)
     settings = Settings(
         workdir=str(tmp_path / "ws"), llm_base_url="https://u:pw@llm.example/v1?api-key=sk-q1"
     )
-    line = ChatApp(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint()).host.status(LLMChoice())
+    line = status.for_host(ChatApp(settings, catalog=FAKE_CATALOG, endpoint=FakeEndpoint()).host, LLMChoice())
     assert "sk-q1" not in line and "pw" not in line and "api-key=***" in line
 
 
@@ -658,7 +659,7 @@ def test_with_no_llm_configured_and_no_network_the_first_message_says_what_to_se
     assert "not downloaded, and HF_HUB_OFFLINE is set" in messages[-1]["content"]
     assert CONFIGURE_HINT in messages[-1]["content"]
     warm.join(30)
-    assert "local LLM is not available" in chat.host.status(LLMChoice())
+    assert "local LLM is not available" in status.for_host(chat.host, LLMChoice())
 
 
 def test_sign_in_with_hugging_face_uses_gradios_oauth_and_the_visitors_token(
@@ -700,7 +701,7 @@ def test_refused_catalog_entries_show_in_the_status_line(tmp_path):
     mine = tmp_path / "mine.yaml"
     mine.write_text("- {id: a, task: make-coffee}\n- {id: b, task: summarization, extra: 1}\n")
     settings = Settings(workdir=str(tmp_path / "ws"), catalog_paths=(str(mine),), llm_base_url="http://x/v1")
-    line = ChatApp(settings, endpoint=FakeEndpoint()).host.status(LLMChoice())
+    line = status.for_host(ChatApp(settings, endpoint=FakeEndpoint()).host, LLMChoice())
     assert "(1 catalog entries refused: see the server log)" in line  # the warning alone refuses nothing
 
 

@@ -82,6 +82,15 @@ def test_browser_review_edit_an_argument_run_the_plan_and_regenerate_its_image(l
         chat.get_by_role("button", name="✎ Edit the plan").wait_for()  # and the plan, to edit
         page.screenshot(path=str(SCREENSHOTS / "review_after_regenerate.png"), full_page=True)
 
+        # the plan opened for editing and cancelled: the form goes, nothing runs, the answer stays
+        chat.get_by_role("button", name="✎ Edit the plan").click()
+        form.wait_for()
+        page.locator("#review-cancel").click()
+        form.wait_for(state="hidden")
+        page.locator("#stop").wait_for(state="hidden")
+        assert len(endpoint.calls) == 4
+        assert chat.get_by_text("The plan was cancelled").count() == 0  # the last run's plan, unedited
+
         page.reload()  # the toggle is kept in this browser, like the other settings
         chat.get_by_text("Version 1 · replaced: a new seed for task 1").wait_for()
         seeds.wait_for()  # the menu folded again, as a new page shows it

@@ -14,9 +14,10 @@ from fakes.endpoints import FakeEndpoint, cards
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings, load_settings
 from hugginggpt.files.workspace import Workspace
-from webui.chat.conversation_store import ConversationStore, max_bytes, retention_hours, work_folder
+from webui.chat.conversation_store import ConversationStore, max_bytes, retention_hours
 from webui.chat.engine import ChatApp, LLMChoice
 from webui.chat.files import Publisher
+from webui.host.host import work_folder
 from webui.page import saved
 from webui.page.browser_secret import browser_secret
 

@@ -36,6 +36,43 @@ def test_no_door_imports_another_door_or_the_page():
         assert not any(n == "app" or n.startswith(("webui.chat.", "webui.page.")) for n in names), door.name
 
 
+def _web_module(name: str) -> Path | None:
+    """The file of the web layer's module `name` (a package's __init__), None for any other name."""
+    path = ROOT.joinpath(*name.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if name.startswith("webui.") and candidate.exists():
+            return candidate
+    return None
+
+
+def reached(path: Path) -> set[str]:
+    """Every web-layer module `path` imports, directly or through the modules it imports."""
+    seen: set[str] = set()
+    todo = [path]
+    while todo:
+        for name in imported(todo.pop()):
+            found = _web_module(name)
+            if found is not None and name not in seen:
+                seen.add(name)
+                todo.append(found)
+    return seen
+
+
+def test_the_host_imports_nothing_of_the_chat_the_doors_or_the_page():
+    """The host holds what every door shares; conversations are the chat engine's (webui.chat.engine)."""
+    for path in (ROOT / "webui" / "host").glob("*.py"):
+        names = reached(path)
+        assert all(n.startswith("webui.host") for n in names), (path.name, sorted(names))
+
+
+def test_the_doors_stand_directly_on_the_host():
+    """Each door reaches only the host and the doors' shared modules: no chat engine, no page."""
+    for path in (ROOT / "webui" / "doors").glob("*.py"):
+        names = reached(path)
+        assert all(n.startswith(("webui.host", "webui.doors")) for n in names), (path.name, sorted(names))
+    assert any(n.startswith("webui.host") for n in reached(ROOT / "webui" / "doors" / "openai_api.py"))
+
+
 def test_the_web_layer_reaches_the_model_runtime_only_through_the_core():
     for path in [*WEB, ROOT / "app.py"]:
         assert not any(n.split(".")[0] == "models_local" for n in imported(path)), path.name

@@ -33,7 +33,7 @@ from webui.chat.plan_graph import plan_mermaid
 from webui.chat.render import RunView, model_link, plan_markdown, user_messages
 from webui.chat.safe_html import clean
 from webui.host.session_settings import LLMChoice
-from webui.page import saved
+from webui.page import saved, status
 from webui.page.settings_panel import field_problems, status_for
 
 PLAN = Plan(
@@ -356,7 +356,7 @@ def test_settings_problems_go_to_the_field_they_concern(tmp_path):
         assert list(problems) == ["top_k"] and "a whole number from 1 to 10" in problems["top_k"]
         assert "top-K 5" in status_for(chat.host, LLMChoice(top_k=bad), problems)
     assert field_problems(chat.host, LLMChoice(top_k=3)) == {}
-    assert "top-K 3" in chat.host.status(LLMChoice(top_k=3))
+    assert "top-K 3" in status.for_host(chat.host, LLMChoice(top_k=3))
 
 
 def test_a_page_left_mid_run_keeps_the_turn_it_showed_as_stopped(llm_server, tmp_path):

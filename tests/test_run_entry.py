@@ -81,7 +81,7 @@ def test_the_chat_a_rerun_and_the_api_doors_start_their_runs_through_the_entry(l
         "s1", {"text": "caption this", "files": [image]}, LLMChoice(), client=VISITOR
     )
     runs, slots, reserved = starts.since(mark)
-    assert runs == [("run", True)] and slots == 2 and reserved >= 2  # the upload's check, then the run
+    assert runs == [("run", True)] and slots == 1 and reserved >= 2  # the uploads are checked under the run's
     assert "Answer for" in str(messages[-1]["content"])
 
     mark = starts.mark()
@@ -114,6 +114,26 @@ def test_the_chat_a_rerun_and_the_api_doors_start_their_runs_through_the_entry(l
     beside = chat.pipeline_for(LLMChoice(), VISITOR)
     list(run_beside(beside, chat.find("s1").workspace))
     assert starts.since(mark)[0] == [("run", False)]
+
+
+def test_the_chat_decodes_uploads_under_its_run_s_one_slot_and_keeps_no_refused_file(
+    llm_server, tmp_path, starts
+):
+    """A chat message's files are checked (decoded) by its run, under the run's slot, as a door's
+    are: one slot, no second one of the chat's own; a refused file is not kept for later plans."""
+    chat = ChatApp(app_settings(llm_server, tmp_path / "ws"), catalog=fake_catalog(), endpoint=FakeEndpoint())
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
+    good = photo(tmp_path / "good.png")
+    mark = starts.mark()
+    message = {"text": "caption this", "files": [str(broken), str(good)]}
+    *_, (messages, _, running) = chat.respond("s1", message, LLMChoice(), client=VISITOR)
+    runs, slots, _ = starts.since(mark)
+    assert runs == [] and slots == 1 and not running  # the pipeline never started
+    said = str(messages[-1]["content"])
+    assert "'broken.png' was not used" in said and "Nothing was run" in said
+    assert set(chat.find("s1").workspace.files()) == {"good.png"}
+    wait_until(lambda: chat.slots.running == 0)
 
 
 def test_continuing_a_cut_off_run_starts_it_through_the_entry(llm_server, tmp_path, starts):

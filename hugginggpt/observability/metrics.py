@@ -190,10 +190,15 @@ def slot_waited(seconds: float) -> None:
     SLOT_WAIT.observe(seconds)
 
 
-def watch(*, slots_in_use: Callable[[], float], conversations_open: Callable[[], float]) -> None:
-    """The app's gauges, read from their owners when scraped (the latest app to call this)."""
-    SLOTS_IN_USE.set_function(slots_in_use)
-    CONVERSATIONS.set_function(conversations_open)
+def watch(
+    *, slots_in_use: Callable[[], float] | None = None, conversations_open: Callable[[], float] | None = None
+) -> None:
+    """The app's gauges, read from their owners when scraped (the latest app to name each: the host
+    its slots, the chat engine its conversations)."""
+    if slots_in_use is not None:
+        SLOTS_IN_USE.set_function(slots_in_use)
+    if conversations_open is not None:
+        CONVERSATIONS.set_function(conversations_open)
 
 
 def _resident() -> tuple[int, int]:

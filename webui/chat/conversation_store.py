@@ -33,7 +33,7 @@ PRIVATE_RETENTION_HOURS = 30 * 24.0
 PUBLIC_RETENTION_HOURS = 24.0
 PUBLIC_MAX_GB = 5.0  # what a public app keeps at most, unless the setting says otherwise
 UNDO_SECONDS = 600.0  # how long a deleted conversation can be brought back
-SPACE_STORAGE = Path("/data")  # a Space's persistent storage, when the Space has it
+BROWSER_KEY = re.compile(r"^b-[A-Za-z0-9_-]{20,64}$")  # a browser's own key (webui.page.saved)
 
 
 def retention_hours(settings: Settings) -> float:
@@ -52,12 +52,10 @@ def max_bytes(settings: Settings) -> int | None:
     return int(gb * 1e9) if gb else None
 
 
-def work_folder(settings: Settings, *, space_storage: Path = SPACE_STORAGE) -> Path:
-    """The work folder: the setting, except that on a Space with persistent storage the default goes
-    there (the rest of a Space's disk is lost on every restart)."""
-    if settings.space_id and settings.workdir == Settings.workdir and os.access(space_storage, os.W_OK):
-        return space_storage / "hugginggpt"
-    return Path(settings.workdir)
+def browser_key(key: Any) -> bool:
+    """Whether `key` is a browser's: its conversation is kept on disk; an API client's (keyed by its
+    session) ends with that session."""
+    return isinstance(key, str) and bool(BROWSER_KEY.match(key))
 
 
 class ConversationStore:

@@ -1,36 +1,39 @@
 """The chat logic behind the Gradio app: one request at a time per conversation, streamed.
 
-Nothing here is module-level state: the shared parts (catalog, model backends, LLM clients, the
-table of conversations) are the Host's (webui.host.host), which the API doors share. The API key a person
-types lives only in the request that carries it and in the LLM client built for it.
+Nothing here is module-level state. The conversations are the engine's own (webui.chat.conversations);
+the shared parts (catalog, model backends, LLM clients, slots, the run entry) are the Host's
+(webui.host.host), which the API doors share. The API key a person types lives only in the request
+that carries it and in the LLM client built for it.
 """
 
 from __future__ import annotations
 
 import contextvars
 import logging
-import queue
 import threading
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from hugginggpt.catalog import Catalog
 from hugginggpt.config import Settings
 from hugginggpt.files.artifacts import MEDIA_KINDS
+from hugginggpt.observability import metrics
 from hugginggpt.run.events import Done, ErrorKind, Event, Outcome
 from hugginggpt.run.pipeline import Pipeline
 from hugginggpt.run.records import TaskStatus
 from hugginggpt.stages.planfile import choices_as_ran
+from webui.chat.conversation_store import ConversationStore, browser_key, max_bytes, retention_hours
 from webui.chat.conversations import Conversation, ConversationTable, TableFull
-from webui.chat.live_runs import STOP_GRACE_SECONDS, LiveRun
+from webui.chat.live_runs import LiveRun, Update
 from webui.chat.render import RunView, user_messages
-from webui.chat.review_form import Draft, Origin
+from webui.chat.review_form import Draft, Origin, draft_from_json
 from webui.chat.turns import history_before, open_turn
 from webui.host.backends import Backends
 from webui.host.host import CONFIGURE_HINT, Host
 from webui.host.limit_words import for_page
-from webui.host.run_entry import Refused, RunEntry
+from webui.host.run_entry import Refused
 from webui.host.session_settings import LLMChoice
 from webui.host.slots import RunSlots
 from webui.host.uploads import check_upload
@@ -43,20 +46,26 @@ DISK_FULL = (
 log = logging.getLogger(__name__)
 
 BUSY = "A request is still running in this conversation: wait for it, or press Stop."
+UPLOAD_REFUSED = "Nothing was run. Send the request again with an image or audio file that opens."
 REVIEW_HINT = (
     "Nothing has run yet. **Review the plan** below the chat: change an argument, a model, a "
     "dependency or a seed, or delete a task; then press **Run plan**, or **Cancel**."
 )
 
+PER_CLIENT = 20  # conversations one address may hold on a public app
+
 __all__ = ["BUSY", "CONFIGURE_HINT", "ChatApp", "Conversation", "LLMChoice"]
 
 
 class ChatApp:
-    """The chat engine over a Host: one request at a time per conversation, streamed. Given
+    """The chat engine over a Host: its conversations, one request at a time each, streamed. Given
     Settings (and the Host's keyword arguments) instead of a Host, it makes its own."""
 
-    def __init__(self, host: Host | Settings, **services: Any):
+    def __init__(self, host: Host | Settings, *, max_conversations: int = 500, **services: Any):
         self.host = host if isinstance(host, Host) else Host(host, **services)
+        self.conversations = _conversation_table(self.host, max_conversations)
+        self.conversations.sweep()
+        metrics.watch(conversations_open=lambda: len(self.conversations))
 
     # The host's parts the chat uses most, read through it (the host alone holds them).
 
@@ -67,10 +76,6 @@ class ChatApp:
     @property
     def catalog(self) -> Catalog:
         return self.host.catalog
-
-    @property
-    def conversations(self) -> ConversationTable:
-        return self.host.conversations
 
     @property
     def backends(self) -> Backends:
@@ -89,12 +94,14 @@ class ChatApp:
         return self.host.public_llm_only
 
     def conversation(self, session: str, client: str) -> Conversation:
-        """The session's conversation, made now if it has none (its first message): under the caps."""
-        return self.host.admit(session, client)
+        """The session's conversation, made now if it has none, for `client`: under the caps for
+        every way in (TableFull when there is no room). Only a first message, or a first plan to
+        review, comes here; looking at a conversation (`find`) never makes one."""
+        return self.conversations.get(session, client)
 
     def find(self, session: str) -> Conversation | None:
         """The session's conversation if it has one; looking never makes one (a page load makes none)."""
-        return self.host.find(session)
+        return self.conversations.find(session)
 
     def reset(self, session: str) -> bool:
         """A new conversation for this session: fresh workspace and history. Returns whether the old
@@ -125,15 +132,14 @@ class ChatApp:
         *,
         client: str = "",
         hf_token: str | None = None,
-        poll: float = 0.05,
         review: bool = False,
         replace: int | None = None,
-    ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
+    ) -> Iterator[Update]:
         """Yields (chat messages, trace files, still running) as the request advances. With `review`
         the request is planned and its models chosen, then waits as `conv.pending` for the person.
         With `replace` (a turn's index) the request does that turn again in place (webui.chat.turns)."""
         if self.find(session) is None:  # a message that runs nothing takes no conversation place
-            refusal = self.host.first_message_refusal(*_split_message(message), client)
+            refusal = self._first_message_refusal(*_split_message(message), client)
             if refusal is not None:
                 yield ([_note(refusal)] if refusal else []), [], False
                 return
@@ -143,7 +149,7 @@ class ChatApp:
             yield [_note(str(e))], [], False
             return
         try:
-            yield from self._respond(conv, session, message, choice, client, hf_token, poll, review, replace)
+            yield from self._respond(conv, session, message, choice, client, hf_token, review, replace)
         finally:
             if conv.run is None:  # a run that goes on saves the conversation when it ends
                 self.conversations.save(conv)
@@ -156,35 +162,30 @@ class ChatApp:
         choice: LLMChoice,
         client: str,
         hf_token: str | None,
-        poll: float,
         review: bool,
         replace: int | None = None,
-    ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
+    ) -> Iterator[Update]:
+        """The request's updates: said at once when it is refused, else its run's (`stream_run`).
+        No generator of its own: the answer path's events pass through no frame that only passes
+        them on (tests/test_answer_path.py)."""
         text, files = _split_message(message)
         if conv.cancel is not None:
-            yield conv.display + [_note(BUSY)], conv.traces, True
-            return
+            return iter([(conv.display + [_note(BUSY)], conv.traces, True)])
         if not text and not files:
-            yield conv.display, conv.traces, False
-            return
+            return iter([(conv.display, conv.traces, False)])
         conv.requests += 1
         conv.title = conv.title or self._title(text)
-        problems = self._upload_problems(files)
-        full = bool(files) and not problems and not self.conversations.make_room(conv, files)
-        if not problems and not full:  # kept with the conversation, which shows them from there
+        full = bool(text and files) and not self.conversations.make_room(conv, files)
+        if text and not full:  # kept with the conversation, which shows them from there
             files = [str(conv.workspace.add_upload(Path(f))) for f in files]
         user = user_messages(text, files)
         why = "your edit" if replace is not None else ""
         history = history_before(conv.history, conv.turns, replace)
         refusal = ""
-        if problems:
-            user = user_messages(text or "(files only)", [])
-            refusal = "\n\n".join(problems) + (
-                "\n\nNothing was run. Send the request again with an image or audio file that opens."
-            )
-        elif full:
+        if full:
             user, refusal = user_messages(text, []), DISK_FULL
-        elif not text:
+        elif not text:  # not kept: only a run checks (decodes) what is uploaded
+            user = user_messages("(files only)", [])
             refusal = "What should I do with this file? Send it again with a request."
         else:
             try:
@@ -194,30 +195,31 @@ class ChatApp:
         if refusal:  # answered at once: the request and why nothing runs
             open_turn(conv, user, text, replace=replace, why=why)
             conv.display += [_note(refusal)]
-            yield conv.display, conv.traces, False
-            return
+            return iter([(conv.display, conv.traces, False)])
         paths = [Path(f) for f in files]
-        start = pipeline.plan_only if review else pipeline.run
-        yield from self.stream_run(
-            conv,
-            session,
-            text,
-            user,
-            lambda cancel: start(
-                text, workspace=conv.workspace, files=paths, history=history, cancelled=cancel
-            ),
-            poll=poll,
-            replace=replace,
-            why=why,
-        )
+        run = pipeline.plan_only if review else pipeline.run
 
-    def _upload_problems(self, files: list[str]) -> list[str]:
-        """What is wrong with each upload, checked (decoded) only while holding a slot: however many
-        messages wait, no more files are decoded at once than requests run (webui.host.slots)."""
-        if not files:
-            return []
-        with self.host.entry.slot(threading.Event(), wait=True):
-            return [p for f in files if (p := check_upload(f, max_bytes=self.max_upload_bytes))]
+        def start(cancel: threading.Event) -> Iterator[Event]:
+            """Called by the run entry under the run's slot: the uploads are decoded there first, as
+            a door's are (webui.doors.calls), so no more files are decoded at once than requests run."""
+            checked = [(f, check_upload(f, max_bytes=self.max_upload_bytes)) for f in paths]
+            problems = [p for f, p in checked if p]
+            if problems:  # a refused file is no upload of the conversation: later plans may not use it
+                for f, p in checked:
+                    if p:
+                        f.unlink(missing_ok=True)
+                said = "\n\n".join(problems) + f"\n\n{UPLOAD_REFUSED}"
+                return iter([Done(Outcome.FAILED, error=said, error_kind=ErrorKind.INPUT)])
+            return run(text, workspace=conv.workspace, files=paths, history=history, cancelled=cancel)
+
+        return self.stream_run(conv, session, text, user, start, replace=replace, why=why)
+
+    def _first_message_refusal(self, text: str, files: list[str], caller: str) -> str | None:
+        """Why a session's first message makes no conversation: "" when it is empty (nothing is
+        said), the budget's refusal for a request; None: it may be admitted."""
+        if not text.strip():
+            return None if files else ""
+        return self.host.tokens.refusal(caller)
 
     def _off_hub(self, model: str) -> bool:
         card = self.catalog.get(model)
@@ -249,10 +251,9 @@ class ChatApp:
         user: list[dict[str, Any]],
         start: Callable[[threading.Event], Iterator[Event]],
         *,
-        poll: float = 0.05,
         replace: int | None = None,
         why: str = "",
-    ) -> Iterator[tuple[list[dict[str, Any]], list[str], bool]]:
+    ) -> Iterator[Update]:
         """Runs `start(cancel)` (a Pipeline method's events) in a thread and yields the chat as it
         advances: `user` (the person's bubble), then the run's boxes, media and answer. With
         `replace` (a turn's index) the run does that turn again in place, `why` says why
@@ -261,8 +262,7 @@ class ChatApp:
         a closed tab), and its pages can follow it again (`live`)."""
         cancel = threading.Event()
         if not self.conversations.claim(conv, cancel):  # one request at a time, also for API clients
-            yield conv.display + [_note(BUSY)], conv.traces, True
-            return
+            return iter([(conv.display + [_note(BUSY)], conv.traces, True)])
         conv.pending = conv.pending_form = None  # a new run replaces a plan under review
         open_turn(conv, user, text, replace=replace, why=why)
         self.conversations.save(conv)  # the request is kept, even if the app ends before its answer
@@ -275,16 +275,11 @@ class ChatApp:
             finish=lambda: self._end_run(conv, text, run),
         )
         conv.run = run
-        events: queue.Queue = queue.Queue()
         name = f"hugginggpt-{session[:8]}"
-        worker = (self.host.entry, start, conv, cancel, events)
-        threading.Thread(target=_drive, args=worker, name=name, daemon=True).start()
-        threading.Thread(target=run.consume, args=(events, poll), name=name, daemon=True).start()
-        try:
-            yield from run.follow()
-        finally:
-            if not conv.key:  # an API client's: no page comes back to it, so it ends with its stream
-                run.end(Done(Outcome.CANCELLED))
+        drive = partial(run.drive, self.host.entry, conv.client, start, then=partial(_delete_if_left, conv))
+        threading.Thread(target=drive, name=name, daemon=True).start()
+        threading.Thread(target=run.end_after_grace, name=name, daemon=True).start()
+        return run.follow(ends_with_stream=not conv.key)  # a browser's goes on when this stream is closed
 
     def live(self, session: str) -> LiveRun | None:
         """The run going on in the session's conversation (started by a page since reloaded or
@@ -328,29 +323,30 @@ class ChatApp:
         conv.history += [{"role": "assistant", "content": done.answer or f"(no answer: {done.error})"}]
 
 
-def _drive(
-    entry: RunEntry,
-    start: Callable[[threading.Event], Iterator[Event]],
-    conv: Conversation,
-    cancel: threading.Event,
-    events: queue.Queue,
-) -> None:
-    """Runs the pipeline in its own thread, so the chat can give up on it at once when stopped.
-    Stop, a page left or the request's deadline: the chat moves on after the grace, and so does
-    the slot, even while a blocking call of the run has not returned yet."""
-    started = False
-    try:  # busy with API calls: waits its turn
-        grace = STOP_GRACE_SECONDS
-        for event in entry.run(conv.client, cancel, lambda: start(cancel), wait=True, grace=grace):
-            started = True
-            events.put(event)
-    except Exception:  # Pipeline.run reports failures in Done; anything else is a bug
-        started = True
-        log.exception("the pipeline crashed")
-    finally:
-        if conv.ended:  # the page was left mid-run: what the run wrote since goes too
-            conv.delete_files()
-        events.put(None if started else Done(Outcome.CANCELLED))  # None: the worker has ended
+def _conversation_table(host: Host, limit: int) -> ConversationTable:
+    """The engine's conversations, kept under the host's work folder; a cap per address matters
+    where strangers come (on a private app everyone is one person)."""
+    settings = host.settings
+    return ConversationTable(
+        host.workdir,
+        limit=limit,
+        per_client=PER_CLIENT if host.public_llm_only else limit,
+        leave_grace_seconds=settings.app_leave_grace_seconds,
+        cache=host.cache,
+        store=ConversationStore(
+            host.workdir / "conversations",
+            retention_seconds=retention_hours(settings) * 3600,
+            max_bytes=max_bytes(settings),
+        ),
+        saved=browser_key,  # a browser's conversations; an API client's end with its session
+        read_draft=lambda raw: draft_from_json(raw, host.catalog),
+    )
+
+
+def _delete_if_left(conv: Conversation) -> None:
+    """The page was left mid-run: what the run wrote since goes too."""
+    if conv.ended:
+        conv.delete_files()
 
 
 def _made_media(done: Done) -> frozenset[int]:

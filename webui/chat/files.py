@@ -50,9 +50,10 @@ class Publisher:
         if isinstance(content, list):  # a message of several parts (text and files)
             return [self._content(conv, part) for part in content]
         if isinstance(content, dict) and content.get("path"):
-            if not Path(content["path"]).is_file():  # e.g. a file of a conversation saved long ago
+            try:
+                return {**content, "path": self.file(conv, content["path"])}
+            except FileNotFoundError:  # a conversation saved long ago, an upload its run refused
                 return f"*({Path(content['path']).name} is no longer available.)*"
-            return {**content, "path": self.file(conv, content["path"])}
         return content
 
     def file(self, conv: Conversation, path: str | Path) -> str:

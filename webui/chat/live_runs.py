@@ -1,7 +1,8 @@
 """A request's run belongs to its conversation, not to the page that started it.
 
-The pipeline's events are consumed into the run's RunView by a thread of the run's own, which also
-finishes the run (its notes, the history, the save to disk) once it has ended. A page only follows
+The pipeline's events are fed into the run's RunView by the thread that drives the run (`drive`),
+which also finishes the run (its notes, the history, the save to disk) once it has ended; after
+Stop, a run whose blocking call has not returned is ended after a grace instead. A page only follows
 it: a reload or a closed tab leaves the run going, and a page that opens the conversation meanwhile
 (after a reload, in another tab) follows it from where it is. Stop, deleting the conversation, the
 request's own deadlines and the app's end stop a run; so does the end of an API client's stream,
@@ -12,14 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import queue
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from hugginggpt.run.events import Done, ErrorKind, Outcome
+from hugginggpt.run.events import Done, ErrorKind, Event, Outcome
 from webui.chat.render import RunView
+from webui.host.run_entry import RunEntry
+
+log = logging.getLogger(__name__)
 
 ENDED_EARLY = "Internal error: the request ended early."
 STOP_GRACE_SECONDS = 2.0  # after Stop, how long the run may take to wind down before the chat moves on
@@ -48,39 +52,24 @@ class LiveRun:
         self._version = 0
         self.ended = False
 
-    def consume(self, events: queue.Queue, poll: float = 0.05) -> None:
-        """Feeds the run's events (None: the worker has ended) until its Done, or until a stopped run
-        has had its grace; then finishes it. Runs in the run's own thread."""
-        stop_deadline = None
-        while not self.ended:
-            try:
-                batch = [events.get(timeout=poll)]
-            except queue.Empty:
-                if self.cancel.is_set():
-                    stop_deadline = stop_deadline or time.monotonic() + STOP_GRACE_SECONDS
-                    if time.monotonic() > stop_deadline:  # a blocking call (the LLM) is still out
-                        self.end(Done(Outcome.CANCELLED))
-                continue
-            while batch[-1] is not None:  # coalesce what is already there into one update
-                try:
-                    batch.append(events.get_nowait())
-                except queue.Empty:
-                    break
-            self._feed(batch)
-
-    def _feed(self, batch: list[Any]) -> None:
+    def feed(self, event: Any) -> None:
+        """One of the run's events, from the thread that drives it; its Done ends the run."""
         with self._changed:
             if self.ended:
                 return
-            for event in batch:
-                if event is None:  # the worker ended without Done: cannot happen unless it crashed
-                    event = Done(Outcome.FAILED, error=ENDED_EARLY, error_kind=ErrorKind.INTERNAL)
-                self.view.feed(event)
-                if self.view.done is not None:
-                    self._end()
-                    return
+            self.view.feed(event)
+            if self.view.done is not None:
+                self._end()
+                return
             self._version += 1
             self._changed.notify_all()
+
+    def end_after_grace(self) -> None:
+        """Once stopped, the run ends STOP_GRACE_SECONDS later even while a blocking call (the LLM)
+        is still out; a run that ended by then is left as it is. Runs in a thread of its own."""
+        self.cancel.wait()
+        time.sleep(STOP_GRACE_SECONDS)
+        self.end(Done(Outcome.CANCELLED))
 
     def end(self, done: Done) -> None:
         """Ends the run now with `done` (unless it has ended already): Stop's grace is over, or the
@@ -119,18 +108,52 @@ class LiveRun:
             if not update[2]:
                 return
 
-    def follow(self) -> Iterator[Update]:
+    def follow(self, *, ends_with_stream: bool = False) -> Iterator[Update]:
         """The chat now, then after each change, until the run has ended (the last update says so).
-        A follower that stops early (its page went away) changes nothing for the run."""
+        A follower that stops early (its page went away) changes nothing for the run, unless the
+        run `ends_with_stream` (an API client's, whose conversation no page can come back to)."""
         seen = -1
-        while True:
-            with self._changed:
-                if self._version == seen:
-                    self._changed.wait(timeout=FOLLOW_WAKE_SECONDS)
-                if self._version == seen:
-                    continue
-                seen = self._version
-                update = self._snapshot()
-            yield update
-            if not update[2]:
-                return
+        try:
+            while True:
+                with self._changed:
+                    if self._version == seen:
+                        self._changed.wait(timeout=FOLLOW_WAKE_SECONDS)
+                    if self._version == seen:
+                        continue
+                    seen = self._version
+                    update = self._snapshot()
+                yield update
+                if not update[2]:
+                    return
+        finally:
+            if ends_with_stream:
+                self.end(Done(Outcome.CANCELLED))
+
+    def drive(
+        self,
+        entry: RunEntry,
+        caller: str,
+        start: Callable[[threading.Event], Iterator[Event]],
+        *,
+        then: Callable[[], object],
+    ) -> None:
+        """Runs `start(cancel)` (the pipeline's events) through the run entry, in the calling thread
+        (one of its own, so that the chat can give up on it at once when stopped), feeding each event
+        to the run; `then()` before the run ends. Stop, a page left or the request's deadline: the
+        chat moves on after the grace, and so does the slot, even while a blocking call of the run
+        has not returned yet."""
+        started = False
+        try:  # busy with API calls: waits its turn
+            run = entry.run(
+                caller, self.cancel, lambda: start(self.cancel), wait=True, grace=STOP_GRACE_SECONDS
+            )
+            for event in run:
+                started = True
+                self.feed(event)
+        except Exception:  # Pipeline.run reports failures in Done; anything else is a bug
+            started = True
+            log.exception("the pipeline crashed")
+        finally:
+            then()
+            crashed = Done(Outcome.FAILED, error=ENDED_EARLY, error_kind=ErrorKind.INTERNAL)  # no Done
+            self.end(crashed if started else Done(Outcome.CANCELLED))  # nothing when its Done ended it

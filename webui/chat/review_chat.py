@@ -99,7 +99,6 @@ def run_reviewed(
     choice: LLMChoice,
     *,
     hf_token: str | None = None,
-    poll: float = 0.05,
 ) -> Iterator[Update]:
     """Runs the plan under review as the form's values leave it; when the validator finds problems
     nothing runs and the form (pending_form) comes back with each problem beside its task."""
@@ -130,7 +129,7 @@ def run_reviewed(
     in_place = None
     if conv.turns and draft.origin is Origin.RAN and conv.last_run is draft:
         in_place = len(conv.turns) - 1
-    yield from _run(chat, session, draft, given, {}, label, choice, hf_token, poll, replace=in_place)
+    yield from _run(chat, session, draft, given, {}, label, choice, hf_token, replace=in_place)
 
 
 def regenerate(
@@ -140,7 +139,6 @@ def regenerate(
     choice: LLMChoice,
     *,
     hf_token: str | None = None,
-    poll: float = 0.05,
 ) -> Iterator[Update]:
     """The last run again, in place (webui.chat.turns), with new seeds for `task_ids` (None: every task
     that has a seed): they and what depends on them run, the rest comes from the cache, and the
@@ -166,7 +164,7 @@ def regenerate(
         why = "new seeds" if ids else "the answer written again"
     given = GivenPlan(draft.plan, dict(draft.choices), request=draft.request)
     last = len(conv.turns) - 1
-    yield from _run(chat, session, draft, given, edits, why, choice, hf_token, poll, replace=last)
+    yield from _run(chat, session, draft, given, edits, why, choice, hf_token, replace=last)
 
 
 def request_of(chat: ChatApp, session: str, turn: int) -> dict[str, Any] | None:
@@ -191,7 +189,6 @@ def _run(
     label: str,
     choice,
     hf_token,
-    poll,
     *,
     replace: int | None = None,
 ) -> Iterator[Update]:
@@ -221,9 +218,7 @@ def _run(
         )
 
     user = [] if replace is not None else user_messages(f"▶ {label}", [])
-    yield from chat.stream_run(
-        conv, session, draft.request, user, start, poll=poll, replace=replace, why=label
-    )
+    yield from chat.stream_run(conv, session, draft.request, user, start, replace=replace, why=label)
 
 
 def _why(error: Exception, path: Path) -> str:

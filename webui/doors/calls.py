@@ -244,7 +244,7 @@ class Calls:
         try:
             return self.host.request_settings(choice)
         except ValueError as e:  # headers are the client's input, like the settings panel's fields
-            raise InputRefused(f"Settings problem (X-LLM-* headers): {e}") from None
+            raise Refused(f"Settings problem (X-LLM-* headers): {e}") from None
 
     def _receive(
         self, files: Sequence[FileRef], ws: Workspace, settings: Settings, first: int = 1

@@ -1,17 +1,17 @@
-"""What every door shares: the page, the OpenAI-compatible API and the MCP server all ask one Host.
+"""What every door shares: the page's chat engine, the OpenAI-compatible API and the MCP server all ask
+one Host.
 
 It owns the settings, the catalog, the LLM clients and endpoints (webui.host.backends), the result cache,
-the slots (requests answered at once), the conversations and who is calling (webui.host.callers). Its
-`admit` is the one way a conversation is made, whichever door the first message came through: the
-caps (conversations per address, and in all) hold for every way in, and a page load makes nothing.
-A browser's conversations are kept on disk (webui.chat.conversation_store) and found there again; their
-result cache entries go with them, as an API client's do with its session.
+the slots (requests answered at once), the daily token ledger, the one run entry (webui.host.run_entry)
+and who is calling (webui.host.callers). Conversations are the chat engine's (webui.chat.engine), not
+the host's: a door for other programs keeps none. Imports nothing of the chat, the doors or the page.
 """
 
 from __future__ import annotations
 
 import contextvars
 import logging
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,9 +24,6 @@ from hugginggpt.llms.interface import LLM
 from hugginggpt.observability import metrics
 from hugginggpt.run.cache import ResultCache
 from hugginggpt.run.pipeline import Pipeline
-from webui.chat.conversation_store import ConversationStore, max_bytes, retention_hours, work_folder
-from webui.chat.conversations import Conversation, ConversationTable
-from webui.chat.review_form import draft_from_json
 from webui.host.backends import Backends
 from webui.host.callers import Callers
 from webui.host.charged_llm import ChargedLLM
@@ -35,12 +32,10 @@ from webui.host.run_entry import RunEntry
 from webui.host.session_settings import LLMChoice, merge_settings
 from webui.host.slots import RunSlots
 from webui.host.token_budget import DailyTokens
-from webui.page import saved
-from webui.page.status import status_line
 
 log = logging.getLogger(__name__)
 
-PER_CLIENT = 20  # conversations one address may hold on a public app
+SPACE_STORAGE = Path("/data")  # a Space's persistent storage, when the Space has it
 
 CONFIGURE_HINT = (
     "To fix this, open **Settings** below the chat and set the **LLM base URL** of an OpenAI-compatible "
@@ -61,7 +56,6 @@ class Host:
         llm: LLM | None = None,
         max_upload_bytes: int | None = None,
         public_llm_only: bool | None = None,
-        max_conversations: int = 500,
         concurrency: int | None = None,
     ):
         settings = replace(settings, workdir=str(work_folder(settings)))  # /data on a Space that has it
@@ -72,30 +66,12 @@ class Host:
         self.public_llm_only = settings.is_public if public_llm_only is None else public_llm_only
         self.workdir = Path(settings.workdir).resolve()
         self.backends = Backends(settings, llm=llm, endpoint=endpoint, public=self.public_llm_only)
-        # A cap per address matters where strangers come; on a private app everyone is one person.
-        self.conversations = ConversationTable(
-            self.workdir,
-            limit=max_conversations,
-            per_client=PER_CLIENT if self.public_llm_only else max_conversations,
-            leave_grace_seconds=settings.app_leave_grace_seconds,
-            cache=self.backends.cache,
-            store=ConversationStore(
-                self.workdir / "conversations",
-                retention_seconds=retention_hours(settings) * 3600,
-                max_bytes=max_bytes(settings),
-            ),
-            saved=saved.valid_key,  # a browser's conversations; an API client's end with its session
-            read_draft=lambda raw: draft_from_json(raw, self.catalog),
-        )
-        self.conversations.sweep()
         self.slots = RunSlots(concurrency or settings.app_concurrency)  # every door's requests at once
         self.callers = Callers(settings.proxies, ipv6_prefix=settings.caller_ipv6_prefix)
         # On a public app, each visitor's LLM tokens a day (one table for every door).
         self.tokens = DailyTokens(settings.visitor_daily_tokens if self.public_llm_only else 0)
         self.entry = RunEntry(self.tokens, self.slots, self.pipeline)  # where every visitor's run starts
-        metrics.watch(
-            slots_in_use=lambda: self.slots.running, conversations_open=lambda: len(self.conversations)
-        )
+        metrics.watch(slots_in_use=lambda: self.slots.running)
         self.refused_entries = sum(": warning: " not in p for p in self.catalog.problems)
         for problem in self.catalog.problems:  # the operator reads the details in the log
             log.warning("catalog: %s", problem)
@@ -109,22 +85,6 @@ class Host:
     def caller(self, request: Any) -> str:
         """Who is calling: a Starlette request's or a gr.Request's address (webui.host.callers)."""
         return self.callers.of(request)
-
-    def admit(self, session: str, caller: str) -> Conversation:
-        """The session's conversation, made now if it has none, for `caller`: under the caps for
-        every way in (TableFull when there is no room). Only a first message, or a first plan to
-        review, comes here; looking at a conversation (`find`) never makes one."""
-        return self.conversations.get(session, caller)
-
-    def first_message_refusal(self, text: str, files: list[str], caller: str) -> str | None:
-        """Why a session's first message makes no conversation: "" when it is empty (nothing is
-        said), the budget's refusal for a request; None: it may be admitted."""
-        if not text.strip():
-            return None if files else ""
-        return self.tokens.refusal(caller)
-
-    def find(self, session: str) -> Conversation | None:
-        return self.conversations.find(session)
 
     # ---- what a request runs with ----------------------------------------------------------------
 
@@ -162,20 +122,6 @@ class Host:
             credentials=Credentials(hf_token=hf_token, ip_token=visitor_ip_token(context)),
         )
 
-    # ---- what the page says --------------------------------------------------------------------
-
-    def status(self, choice: LLMChoice) -> str:
-        try:
-            s = self.request_settings(choice, resolve=False)
-        except ValueError as e:
-            return f"**Settings problem:** {e}"
-        endpoint = self.backends.endpoint_for(s.inference).describe()
-        line = status_line(
-            s, endpoint=endpoint, catalog_size=len(self.catalog), catalog_problems=self.refused_entries
-        )
-        warm = self.backends.warm_state
-        return line + (f" · *{warm}*" if warm and warm != "ready" else "")
-
     def welcome(self) -> str:
         """What an empty chat says (its placeholder): empty unless the app has no LLM server."""
         if self.settings.uses_server:
@@ -185,3 +131,11 @@ class Host:
             f"`{self.settings.local_llm_model}` (downloaded on first use, slow without a GPU). "
             + CONFIGURE_HINT
         )
+
+
+def work_folder(settings: Settings, *, space_storage: Path = SPACE_STORAGE) -> Path:
+    """The work folder: the setting, except that on a Space with persistent storage the default goes
+    there (the rest of a Space's disk is lost on every restart)."""
+    if settings.space_id and settings.workdir == Settings.workdir and os.access(space_storage, os.W_OK):
+        return space_storage / "hugginggpt"
+    return Path(settings.workdir)

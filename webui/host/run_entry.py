@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 from hugginggpt.config import Settings
 from hugginggpt.run.pipeline import Pipeline
-from webui.doors.api_files import InputRefused
 from webui.host.slots import RunSlots
 from webui.host.token_budget import DailyTokens
 
@@ -52,15 +51,13 @@ class RunEntry:
     ) -> Pipeline:
         """The pipeline for `caller`'s run, with `how` (Host.pipeline's keywords). Refused (`spent`)
         when the run `asks_llm` and the caller's tokens for the day are spent or taken by its runs
-        going on; Refused for a settings problem (`settings` raises ValueError), or that error itself
-        when it already speaks to the caller (an API's InputRefused)."""
+        going on; Refused for a settings problem (`settings` raises ValueError, or Refused in words
+        of its own, as an API's headers are named)."""
         refusal = self.tokens.refusal(caller) if asks_llm else None
         if refusal:
             raise Refused(refusal, spent=True)
         try:
             return self._pipeline(settings(), caller=caller, **how)
-        except InputRefused:
-            raise
         except ValueError as e:
             raise Refused(f"**Settings problem:** {e}") from None
 
@@ -77,7 +74,7 @@ class RunEntry:
         while waiting for one. Raises slots.Busy when too many runs wait (in all, or `caller`'s),
         unless `wait`. With `grace`, a cancelled run's slot is given back that many seconds after
         the cancel, even while a blocking call of the run has not returned yet."""
-        with self.slot(cancelled, caller=caller, wait=wait, grace=grace) as held:
+        with self._slot(cancelled, caller=caller, wait=wait, grace=grace) as held:
             if not held:
                 return
             _inside.depth = getattr(_inside, "depth", 0) + 1
@@ -92,7 +89,7 @@ class RunEntry:
                     items.close()
 
     @contextmanager
-    def slot(
+    def _slot(
         self,
         cancelled: threading.Event,
         *,
@@ -101,7 +98,7 @@ class RunEntry:
         grace: float | None = None,
     ) -> Iterator[bool]:
         """One of the requests-at-once slots for the block (True), or False when `cancelled` was set
-        while waiting. Only `run` and checking a chat's uploads (decoded under a slot) take one."""
+        while waiting. Only `run` takes one: a run's uploads are decoded under it, by its `start`."""
         got = self.slots.acquire(cancelled, refuse_when_busy=not wait, caller=caller)
         give_back = _once(self.slots.release if got else lambda: None)
         if got and grace is not None:

@@ -27,23 +27,23 @@ class ChatPage:
     """The page's handlers as named methods (what Gradio calls on each event), over its laid-out
     components (`ui`). Per visitor it keeps only which conversation each browser session has open."""
 
-    plan_controls: review_panel.Wiring  # set by webui.page.wiring
+    plan_controls: review_panel.ReviewPanel  # set by webui.page.wiring
 
     def __init__(self, host: Host, chat: ChatApp, concurrency: int, ui: Page):
         self.host, self.chat, self.concurrency, self.ui = host, chat, concurrency, ui
-        self.visitors = Visitors(host)  # which conversation each browser session has open
+        self.visitors = Visitors(chat)  # which conversation each browser session has open
         self.publisher = Publisher(Path(gradio_utils.get_upload_folder()))
 
     # ---- who and which conversation --------------------------------------------------------------
 
     def conversation_key(self, conv_key: str, request: Any) -> str:
         """The browser's conversation key; API clients (no browser store) are keyed by session."""
-        return self.visitors.key(conv_key, session_of(request))
+        return self.visitors.of(conv_key, request)
 
     def published(self, key: str, messages: list[dict[str, Any]], trace_files: list[str], running: bool):
         """The chat and the traces as the page gets them: the conversation's served copies, and once
         no run goes, the actions under the last message (webui.page.message_actions)."""
-        conv = self.host.find(key)
+        conv = self.chat.find(key)
         if conv is None:  # none yet (its first message makes it): no file of its own to serve
             return messages, []
         if not running:
@@ -51,13 +51,13 @@ class ChatPage:
         return self.publisher.messages(conv, messages), [self.publisher.file(conv, t) for t in trace_files]
 
     def shown(self, key: str) -> tuple[list[dict[str, Any]], list[str]]:
-        conv = self.host.find(key)
+        conv = self.chat.find(key)
         if conv is None:  # a page load or a new conversation makes nothing until its first message
             return [], []
         return self.published(key, conv.display, conv.traces, conv.cancel is not None)
 
     def exists(self, key: str) -> bool:
-        return self.host.conversations.title(key) is not None
+        return self.chat.conversations.title(key) is not None
 
     def listing(self, store: Any) -> Any:
         """This browser's conversations in the sidebar, the open one marked (none yet: "New
@@ -71,7 +71,7 @@ class ChatPage:
 
     def titled(self, store: Any) -> list[tuple[str, str]]:
         """(title, key) of this browser's conversations that the server has, as the list shows them."""
-        titles = [(self.host.conversations.title(key), key) for key in saved.keys(store)]
+        titles = [(self.chat.conversations.title(key), key) for key in saved.keys(store)]
         return unique_titles([(title, key) for title, key in titles if title is not None])
 
     # ---- a request ---------------------------------------------------------------------------------
@@ -113,10 +113,18 @@ class ChatPage:
         )
         yield from self.streamed(session, updates)
 
+    def on_review_asked(
+        self, request: gr.Request, asked: Any, conv_key, *values: Any
+    ):  # the request first: *values
+        """What the person pressed on the review form (review_panel.ReviewPanel), with the Settings'
+        values (Page.choice_inputs): streamed as a run of the page's own."""
+        session = self.conversation_key(conv_key, request)
+        yield from self.streamed(session, self.plan_controls.reviewed(session, asked, choice(*values)))
+
     def streamed(self, session: str, updates: Any):
         """A run's chat updates as the page gets them: (chatbot, traces, message box)."""
         for messages, trace_files, running in updates:
-            conv = self.host.find(session)
+            conv = self.chat.find(session)
             if conv is None:  # refused a conversation (the table is full): the message says why
                 yield messages, [], gr.MultimodalTextbox(value=None, interactive=True)
                 return
@@ -129,7 +137,7 @@ class ChatPage:
 
     def after_run(self, conv_key: str, store: Any, request: gr.Request):
         key = self.conversation_key(conv_key, request)
-        conv = self.host.find(key)
+        conv = self.chat.find(key)
         if saved.valid_key(key) and conv is not None and conv.requests:
             store = saved.remember(store, key)  # its title stays on the server (ConversationTable.title)
         return gr.MultimodalTextbox(interactive=True), gr.Button(visible=False), store, self.listing(store)
@@ -159,7 +167,7 @@ class ChatPage:
         if not picked or picked == conv_key or picked not in saved.keys(store):
             # Nothing at all comes back: another event (New conversation) may be switching meanwhile.
             return (gr.skip(),) * 7
-        if self.host.find(picked) is None:  # deleted on the server since
+        if self.chat.find(picked) is None:  # deleted on the server since
             store = saved.forget(store, picked)
             gr.Info("That conversation is no longer on the server (deleted, or past its retention time).")
             return conv_key, gr.skip(), gr.skip(), store, self.listing(store), gr.skip(), gr.skip()
@@ -176,7 +184,7 @@ class ChatPage:
         """The trash icon: this conversation is deleted, its files unreachable at once; a new one
         opens, and "Undo delete" brings the old one back for a while."""
         old = self.conversation_key(conv_key, request)
-        title = self.host.conversations.title(old)
+        title = self.chat.conversations.title(old)
         can_undo = self.chat.reset(old)
         if title is not None:  # said, not silent: what went, and how to bring it back
             gr.Info(f"Deleted “{plain(title)}”." + (" Undo delete brings it back." if can_undo else ""))
@@ -186,7 +194,7 @@ class ChatPage:
         return key, [], None, gr.Button(visible=can_undo), old if can_undo else ""
 
     def on_undo(self, deleted: str, store: Any, request: gr.Request):
-        if not saved.valid_key(deleted) or self.host.conversations.undelete(deleted) is None:
+        if not saved.valid_key(deleted) or self.chat.conversations.undelete(deleted) is None:
             gr.Info("That conversation can no longer be brought back.")
             return gr.skip(), gr.skip(), gr.skip(), store, gr.skip(), gr.skip(), gr.Button(visible=False)
         return self.opened(deleted, store, request)
@@ -195,7 +203,7 @@ class ChatPage:
 
     def ask_rename(self, conv_key: str, request: gr.Request):
         """Rename: the title field, holding the conversation's title; nothing yet to rename: said."""
-        title = self.host.conversations.title(self.conversation_key(conv_key, request))
+        title = self.chat.conversations.title(self.conversation_key(conv_key, request))
         if title is None:
             gr.Info("This conversation has no message yet: there is nothing to rename.")
             return gr.skip(), gr.skip()
@@ -209,13 +217,13 @@ class ChatPage:
             gr.Warning("A title needs at least one word.")
             return gr.skip(), gr.skip()
         others = [shown for shown, other in self.titled(store) if other != key]
-        if not titles.rename(self.host.conversations, key, titles.unique(title, others)):
+        if not titles.rename(self.chat.conversations, key, titles.unique(title, others)):
             gr.Info("That conversation is no longer on the server.")
         return gr.Column(visible=False), self.listing(store)
 
     def ask_delete(self, conv_key: str, request: gr.Request):
         """Delete: asked first, naming the conversation that would go."""
-        title = self.host.conversations.title(self.conversation_key(conv_key, request))
+        title = self.chat.conversations.title(self.conversation_key(conv_key, request))
         if title is None:
             gr.Info("This conversation has no message yet: there is nothing to delete.")
             return gr.skip(), gr.skip()
@@ -226,7 +234,7 @@ class ChatPage:
         """The browser's list without conversations the server no longer has, the open one current."""
         store = saved.normal(store)
         for key in saved.keys(store):
-            if self.host.find(key) is None:
+            if self.chat.find(key) is None:
                 store = saved.forget(store, key)
         store = saved.open_key(store, conv_key) if saved.valid_key(conv_key) else store
         return store, self.listing(store)
@@ -236,7 +244,7 @@ class ChatPage:
         if key is None:  # an API client or a page without a store: its conversation ends with it
             self.chat.drop(session_of(request))
         else:  # its run goes on (webui.chat.live_runs); the conversation stays on disk for the next visit
-            self.host.conversations.leave(key)
+            self.chat.conversations.leave(key)
 
     async def follow(self, conv_key: str, request: gr.Request):
         """A run going on in the open conversation (begun before a reload, in another tab, or by a
@@ -248,7 +256,7 @@ class ChatPage:
             return
         busy = self.plan_controls.busy()
         async for messages, trace_files, running in run.changes():
-            conv = self.host.find(key)
+            conv = self.chat.find(key)
             if conv is None or conv.ended or not self.visitors.shows(session, key):
                 return  # deleted, or the page opened another conversation meanwhile
             yield (

@@ -77,7 +77,7 @@ class MessageActions:
         """The chat's retry icon under the last answer: the last turn again, in place: its plan with
         new seeds when it ran one, else its request sent again."""
         session, the_choice, review = self._actor(conv_key, request, values)
-        conv = self.host.find(session)
+        conv = self.chat.find(session)
         if conv is None or not conv.turns:
             yield from self.stream(session, _as_is(conv))
             return
@@ -92,7 +92,7 @@ class MessageActions:
     def on_edit(self, request: Any, clicked: dict[str, Any], hf_token: str | None, conv_key, *values):
         """The pencil on a request: its new words run in place of that turn (later turns fold away)."""
         session, the_choice, review = self._actor(conv_key, request, values)
-        conv = self.host.find(session)
+        conv = self.chat.find(session)
         index = clicked["index"]
         turn = turns.index_of(conv.turns, index) if conv is not None and isinstance(index, int) else None
         if conv is None or turn is None or index >= turns.request_end(conv.display, conv.turns[turn]):
@@ -112,7 +112,7 @@ class MessageActions:
         session, the_choice, _ = self._actor(conv_key, request, values)
         task = message_actions.regenerated_task(clicked["value"])
         if clicked["value"] in message_actions.MENU:  # the new-seed menu opened or folded: nothing runs
-            yield from self.stream(session, _with_seeds(self.host.find(session), clicked["value"]))
+            yield from self.stream(session, _with_seeds(self.chat.find(session), clicked["value"]))
             return
         if clicked["value"] == message_actions.CONTINUE:
             updates = resume_runs.continue_run(self.chat, session, the_choice, hf_token=hf_token)
@@ -120,7 +120,7 @@ class MessageActions:
             updates = review_chat.regenerate(self.chat, session, [task], the_choice, hf_token=hf_token)
         else:
             review_chat.edit_last_run(self.chat, session)
-            updates = _as_is(self.host.find(session))
+            updates = _as_is(self.chat.find(session))
         yield from self.stream(session, updates)
 
     def _redo(self, session, message, the_choice: LLMChoice, review: bool, request: Any, hf_token, turn: int):

@@ -1,19 +1,22 @@
 """The page's plan controls under the chat: the review toggle, the review form (drawn anew by
 gr.render whenever the form state changes) and the "run a trace again" upload. Regenerating and
 editing the last plan are actions on the chat's messages (page.message_actions, wired in page.wiring).
-webui.chat.review_chat does the work.
+webui.chat.review_chat does the work; webui.page.wiring wires a reviewed plan's run like the page's others.
 """
 
 # No `from __future__ import annotations`: Gradio finds the gr.Request parameters by their annotation.
-from collections.abc import Callable
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import gradio
 
 from webui.chat import review_chat
-from webui.chat.engine import ChatApp
+from webui.chat.engine import ChatApp, LLMChoice
+from webui.chat.live_runs import Update
 from webui.chat.safe_html import plain
+from webui.page.visitors import Visitors
 
 QUIET = {"api_visibility": "private", "show_progress": "hidden"}
 
@@ -24,6 +27,7 @@ class ReviewControls:
     form: Any  # gr.State: the form of the plan under review (review_form.form_for), None when none
     trace: Any  # gr.UploadButton
     area: Any  # gr.Column where the form and the buttons are drawn
+    asked: Any  # gr.State: what the person pressed on the drawn form last (ReviewPanel.reviewed)
 
 
 def layout(gr: Any, review_default: bool) -> ReviewControls:
@@ -39,51 +43,27 @@ def layout(gr: Any, review_default: bool) -> ReviewControls:
             "Run a trace again…", file_types=[".json"], size="sm", scale=0, elem_id="run-trace"
         )
     area = gr.Column(elem_id="review-area")
-    return ReviewControls(toggle, gr.State(None), trace, area)
+    return ReviewControls(toggle, gr.State(None), trace, area, gr.State(None))
 
 
-class Wiring:
-    """Wires the controls. `show(session, messages, traces, running)` publishes a chat update (the chatbot's
-    and the traces' values); `run_outputs` are [chatbot, traces, box]; `before_run`/`after_run` are
-    the app's own steps around a run (the Stop button, the browser's list of conversations)."""
+class ReviewPanel:
+    """The controls' own events, over the chat engine (webui.chat.review_chat) and the page's
+    visitors (whose conversation a request is about). It calls nothing of the page: the buttons it
+    draws only record what the person asked in `controls.asked`, whose change the page wires to a
+    run like its other runs (webui.page.wiring), with `reviewed` as that run's updates."""
 
-    def __init__(
-        self,
-        gr: Any,
-        controls: ReviewControls,
-        chat: ChatApp,
-        *,
-        session_of: Callable[[str, Any], str],
-        conv_key: Any,
-        choice_inputs: list[Any],
-        choice: Callable[..., Any],
-        show: Callable[[str, list[dict[str, Any]], list[str], bool], tuple[Any, Any]],
-        run_outputs: list[Any],
-        before_run: tuple[Callable[..., Any], Any, Any],  # (fn, inputs, outputs) as Gradio takes them
-        after_run: tuple[Callable[..., Any], list[Any], list[Any]],
-    ):
-        self.gr, self.controls, self.chat = gr, controls, chat
-        self.session_of, self.conv_key, self.choice_inputs, self.choice = (
-            session_of,
-            conv_key,
-            choice_inputs,
-            choice,
-        )
-        self.show, self.run_outputs, self.before_run, self.after_run = (
-            show,
-            run_outputs,
-            before_run,
-            after_run,
-        )
+    def __init__(self, gr: Any, controls: ReviewControls, chat: ChatApp, visitors: Visitors):
+        self.gr, self.controls, self.chat, self.visitors = gr, controls, chat, visitors
         self.state_outputs = [controls.form, controls.area, controls.trace]
         # What a run disables while it goes (a click would do nothing): the trace upload, and the
         # form's area hides (a redrawn button would drop its pending steps).
         self.busy_outputs = [controls.trace, controls.area]
         self.refresh = self._refresh_fn()
 
-    def wire(self) -> None:
+    def wire(self, conv_key: Any) -> None:
+        """The trace upload, and the form drawn anew whenever its state changes."""
         gr, controls = self.gr, self.controls
-        controls.trace.upload(self._on_trace(), [controls.trace, self.conv_key], self.state_outputs, **QUIET)
+        controls.trace.upload(self._on_trace(), [controls.trace, conv_key], self.state_outputs, **QUIET)
         with controls.area:
 
             @gr.render(inputs=[controls.form])
@@ -95,24 +75,35 @@ class Wiring:
         """For `busy_outputs` as a run starts; `refresh` undoes it when the run has ended."""
         return self.gr.UploadButton(interactive=False), self.gr.Column(visible=False)
 
+    def reviewed(self, session: str, asked: Any, choice: LLMChoice) -> Iterator[Update]:
+        """The chat's updates for what the person asked on the form: its plan run as the fields
+        leave it (or the form back with its problems), or the review cancelled."""
+        if not isinstance(asked, dict) or asked.get("act") not in ("run", "cancel"):
+            return iter(())
+        if asked["act"] == "cancel":
+            conv = self.chat.find(session)
+            traces = conv.traces if conv else []
+            return iter([(review_chat.cancel_review(self.chat, session), traces, False)])
+        return review_chat.run_reviewed(self.chat, session, asked["form"], asked["values"], choice)
+
     # ---- handlers (made here so that Gradio sees their gr.Request annotation) ---------------------
 
     def _refresh_fn(self):
-        gr, chat, session_of = self.gr, self.chat, self.session_of
+        gr, chat, visitors = self.gr, self.chat, self.visitors
 
         def refresh(key: str, request: gradio.Request):
             """The pending plan's form, if any, and the controls usable again."""
-            form = review_chat.pending_form(chat, session_of(key, request))
+            form = review_chat.pending_form(chat, visitors.of(key, request))
             return form, gr.Column(visible=True), gr.UploadButton(interactive=True)
 
         return refresh
 
     def _on_trace(self):
-        gr, chat, session_of = self.gr, self.chat, self.session_of
+        gr, chat, visitors = self.gr, self.chat, self.visitors
 
         def on_trace(path: str, key: str, request: gradio.Request):
             form, problem = review_chat.open_trace(
-                chat, session_of(key, request), path, client=chat.host.caller(request)
+                chat, visitors.of(key, request), path, client=chat.host.caller(request)
             )
             if problem:
                 gr.Warning(problem)
@@ -121,28 +112,10 @@ class Wiring:
 
         return on_trace
 
-    def _streamed(self, session: str, updates):
-        for messages, traces, running in updates:
-            chatbot, files = self.show(session, messages, traces, running)
-            yield chatbot, files, self.gr.MultimodalTextbox(interactive=not running)
-
-    def _chained(self, trigger, fn, inputs) -> None:
-        """A run from a button drawn by gr.render: the controls hide and Stop shows, the run streams
-        into the chat, then the app's and the controls' state follow. The form's state changes last
-        only: a change redraws the form, and Gradio drops a redrawn button's pending steps."""
-        show_stop, _, stop = self.before_run
-
-        def started():
-            return show_stop(), *self.busy()
-
-        begun = trigger(started, None, [stop, *self.busy_outputs], queue=False, **QUIET)
-        ran = begun.then(fn, inputs, self.run_outputs, **QUIET)
-        ran.then(*self.after_run, **QUIET).then(self.refresh, [self.conv_key], self.state_outputs, **QUIET)
-
     # ---- drawn by gr.render ------------------------------------------------------------------------
 
     def _draw_form(self, form: dict[str, Any]) -> None:
-        gr, chat, session_of, choice = self.gr, self.chat, self.session_of, self.choice
+        gr, controls = self.gr, self.controls
         fields: list[Any] = []
         with gr.Group(elem_id="review-form"):
             gr.Markdown("### Review the plan" + (f"\n{form['notice']}" if form.get("notice") else ""))
@@ -155,25 +128,17 @@ class Wiring:
             with gr.Row():
                 run = gr.Button("Run plan", variant="primary", scale=0, elem_id="review-run")
                 cancel = gr.Button("Cancel", scale=0, elem_id="review-cancel")
-        n_choice = len(self.choice_inputs)
 
-        def on_run(request: gradio.Request, shown: Any, key: str, *values: Any):  # the request first: *values
-            session = session_of(key, request)
-            reviewed = review_chat.run_reviewed(
-                chat, session, shown, values[n_choice:], choice(*values[:n_choice])
-            )
-            yield from self._streamed(session, reviewed)
+        # Only recorded here: the run hangs off `asked`, which no redraw replaces (Gradio drops a
+        # redrawn button's pending steps). A fresh id each press, so that the same press twice runs twice.
+        def on_run(shown: Any, *values: Any) -> dict[str, Any]:
+            return {"act": "run", "form": shown, "values": list(values), "id": uuid.uuid4().hex}
 
-        def on_cancel(key: str, request: gradio.Request):
-            session = session_of(key, request)
-            messages = review_chat.cancel_review(chat, session)
-            conv = chat.conversations.find(session)
-            return self.show(session, messages, conv.traces if conv else [], False)[0]
+        def on_cancel() -> dict[str, Any]:
+            return {"act": "cancel", "id": uuid.uuid4().hex}
 
-        self._chained(run.click, on_run, [self.controls.form, self.conv_key, *self.choice_inputs, *fields])
-        cancel.click(on_cancel, [self.conv_key], [self.run_outputs[0]], **QUIET).then(
-            self.refresh, [self.conv_key], self.state_outputs, **QUIET
-        )
+        run.click(on_run, [controls.form, *fields], controls.asked, **QUIET)
+        cancel.click(on_cancel, None, controls.asked, **QUIET)
 
 
 def _task_fields(gr: Any, t: dict[str, Any]) -> list[Any]:

@@ -12,14 +12,14 @@ when the person ticks the box.
 
 from __future__ import annotations
 
-import re
 import secrets
 from collections.abc import Callable
 from typing import Any
 
+from webui.chat.conversation_store import browser_key
+
 MAX_SAVED = 10
 PREFIX = "b-"  # browser keys never collide with the session hashes that API clients are keyed by
-_KEY = re.compile(r"^b-[A-Za-z0-9_-]{20,64}$")
 FIELDS = ("base_url", "model", "mode", "top_k", "review", "max_model_gb", "max_download_gb", "licenses")
 
 
@@ -31,8 +31,7 @@ def new_key() -> str:
     return PREFIX + secrets.token_urlsafe(24)
 
 
-def valid_key(key: Any) -> bool:
-    return isinstance(key, str) and bool(_KEY.match(key))
+valid_key = browser_key  # the chat engine keeps these conversations on disk
 
 
 def normal(store: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from hugginggpt.factory import DEFAULT_SERVER_MODEL
 from hugginggpt.llms.openai_compatible import OPENAI_BASE_URL, without_credentials
 from hugginggpt.modes import INFERENCE_MODES
 from webui.host.session_settings import MAX_TOP_K, LLMChoice
+from webui.page import status
 
 if TYPE_CHECKING:
     from hugginggpt.config import Settings
@@ -39,7 +40,7 @@ def status_for(host: Host, choice: LLMChoice, problems: dict[str, str]) -> str:
     """The status line for what a request would use; a refused field falls back to the server's value."""
     blank: dict[str, Any] = {name: None if name == "top_k" else "" for name in problems}
     usable = replace(choice, **blank)
-    line = host.status(usable)
+    line = status.for_host(host, usable)
     return line + (" · **Settings:** fix the field marked in Settings" if problems else "")
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from hugginggpt.config import Settings
 from hugginggpt.factory import DEFAULT_SERVER_MODEL
 from hugginggpt.llms.openai_compatible import OPENAI_BASE_URL, without_credentials
+from webui.host.host import Host
+from webui.host.session_settings import LLMChoice
 
 # Where models run, per inference mode, as a person would say it (hugginggpt.modes has the details).
 WHERE = {
@@ -30,3 +32,17 @@ def status_line(s: Settings, *, endpoint: str, catalog_size: int, catalog_proble
         where = (WHERE_WITH_EXPERTS if s.experts_url else WHERE).get(s.inference, WHERE[s.inference])
     refused = f" ({catalog_problems} catalog entries refused: see the server log)" if catalog_problems else ""
     return f"**Your LLM:** {llm} · models run {where} · {catalog_size} models{refused} · top-K {s.top_k}"
+
+
+def for_host(host: Host, choice: LLMChoice) -> str:
+    """The status line for what a request with `choice` would use on `host`, or its settings problem."""
+    try:
+        s = host.request_settings(choice, resolve=False)
+    except ValueError as e:
+        return f"**Settings problem:** {e}"
+    endpoint = host.backends.endpoint_for(s.inference).describe()
+    line = status_line(
+        s, endpoint=endpoint, catalog_size=len(host.catalog), catalog_problems=host.refused_entries
+    )
+    warm = host.backends.warm_state
+    return line + (f" · *{warm}*" if warm and warm != "ready" else "")

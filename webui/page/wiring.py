@@ -39,16 +39,12 @@ class PageWiring:
     def _wire_run(self) -> None:
         ui, page = self.ui, self.page
         # Stop shows first, then the request runs (two listeners on one trigger would run in turn).
-        show_stop = (lambda: gr.Button(visible=True), None, ui.stop)
         finish = (page.after_run, [ui.conv_key, ui.store], [ui.box, ui.stop, ui.store, ui.earlier])
-        self.plan_controls = review_panel.Wiring(
-            gr, ui.review, page.chat, session_of=page.conversation_key, conv_key=ui.conv_key,
-            choice_inputs=ui.choice_inputs, choice=choice, show=page.published,
-            run_outputs=[ui.chatbot, ui.traces, ui.box], before_run=show_stop, after_run=finish,
-        )  # fmt: skip
-        self.plan_controls.wire()
-        page.plan_controls = self.plan_controls  # a followed run's busy controls
+        self.plan_controls = review_panel.ReviewPanel(gr, ui.review, page.chat, page.visitors)
+        self.plan_controls.wire(ui.conv_key)
+        page.plan_controls = self.plan_controls  # a followed run's busy controls, a reviewed plan's run
         self.refresh = (self.plan_controls.refresh, [ui.conv_key], self.plan_controls.state_outputs)
+        self._wire_reviewed(finish)
         busy = [ui.stop, *self.plan_controls.busy_outputs]  # the re-run buttons are disabled meanwhile
         started = ui.box.submit(
             lambda: (gr.Button(visible=True), *self.plan_controls.busy()), None, busy, queue=False, **QUIET
@@ -82,6 +78,18 @@ class PageWiring:
             api_name="stop",
             api_visibility="undocumented",
         )
+
+    def _wire_reviewed(self, finish: tuple[Any, Any, Any]) -> None:
+        """A press on the review form (ReviewPanel): the controls hide and Stop shows, the run streams
+        into the chat, then the page's and the controls' state follow; the form's state changes
+        last only (a change redraws the form)."""
+        ui, page, panel = self.ui, self.page, self.plan_controls
+        busy = [ui.stop, *panel.busy_outputs]
+        begun = lambda: (gr.Button(visible=True), *panel.busy())  # noqa: E731
+        started = ui.review.asked.change(begun, None, busy, queue=False, **QUIET)
+        inputs = [ui.review.asked, ui.conv_key, *ui.choice_inputs]
+        ran = started.then(page.on_review_asked, inputs, [ui.chatbot, ui.traces, ui.box], **QUIET)
+        ran.then(*finish, **QUIET).then(*self.refresh, **QUIET)
 
     def _wire_conversations(self) -> None:
         ui, page, refresh = self.ui, self.page, self.refresh
