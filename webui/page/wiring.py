@@ -9,7 +9,7 @@ import gradio as gr
 from webui.chat.engine import ChatApp
 from webui.host.host import Host
 from webui.page import review_panel
-from webui.page.handlers import ChatPage, choice
+from webui.page.handlers import ChatPage
 from webui.page.layout import layout
 from webui.page.message_wiring import MessageActions
 
