@@ -112,6 +112,10 @@ def main() -> None:
     ap.add_argument("--hop-only", action="store_true", help="only the warm-call hop (one Ray deploy)")
     ap.add_argument("--clients", default="1,4,8,16", help="client counts for the batching table")
     ap.add_argument("--calls", type=int, default=4, help="calls per client in the batching table")
+    ap.add_argument("--tasks", default="", help="batching table: these tasks only (comma-separated)")
+    ap.add_argument(
+        "--windows-ms", default="", help="batching table: also these windows (on_<ms>), e.g. 5,50"
+    )
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a killed run still stops its Ray cluster
 
@@ -138,7 +142,13 @@ def main() -> None:
     sd, vit = str(models / "tiny/sd"), str(models / "tiny/vit")
     if args.batching_only:
         results["batching"] = batching_table(
-            work, models, image, [int(c) for c in args.clients.split(",")], args.calls
+            work,
+            models,
+            image,
+            [int(c) for c in args.clients.split(",")],
+            args.calls,
+            tasks=[t for t in args.tasks.split(",") if t],
+            windows_ms=[float(w) for w in args.windows_ms.split(",") if w],
         )
         print(json.dumps(results, indent=2))
         return
@@ -209,10 +219,18 @@ def health_ms(url: str, n: int) -> float:
 
 
 def batching_table(
-    work: Path, models: Path, image: bytes, clients: list[int], calls: int, lone: int = 30
+    work: Path,
+    models: Path,
+    image: bytes,
+    clients: list[int],
+    calls: int,
+    lone: int = 30,
+    tasks: list[str] | None = None,
+    windows_ms: list[float] | None = None,
 ) -> dict:
-    """Concurrent same-model calls through the uvicorn app, batching off and on: per task and
-    number of clients, requests/s and p95 (closed loop: each client calls again once answered)."""
+    """Concurrent same-model calls through the uvicorn app, batching off and on (the default
+    window, and `windows_ms` as on_<ms>): per task and number of clients, requests/s and p95
+    (closed loop: each client calls again once answered); `tasks`: only these."""
     from serve_support import models_folder, protocol_server
     from tiny_vision import build_blip_captioner
 
@@ -223,11 +241,13 @@ def batching_table(
 
     models_folder(models, {"tiny/blip": str(build_blip_captioner(work / "blip"))})
     draw = json.dumps({"inputs": "a red cat", "parameters": {"num_inference_steps": 10}}).encode()
-    tasks = {
+    every = {
         "text-to-image": ("tiny/sd", draw, "application/json"),
         "image-classification": ("tiny/vit", image, "image/png"),
         "image-to-text": ("tiny/blip", image, "image/png"),
     }
+    chosen = {task: every[task] for task in (tasks or every)}
+    windows = {"off": 0.0, "on": WINDOW_S, **{f"on_{w:g}ms": w / 1000 for w in windows_ms or []}}
     table: dict[str, dict] = {}
     with ExitStack() as stack:  # both servers up at once: each row runs off then on, same load
         urls = {
@@ -239,10 +259,12 @@ def batching_table(
                     )
                 )
             )
-            for mode, window in (("off", 0), ("on", WINDOW_S))
+            for mode, window in windows.items()
         }
-        for task, (model, body, content_type) in tasks.items():
-            off, on = (f"{url}/models/{model}/pipeline/{task}" for url in urls.values())
+        for task, (model, body, content_type) in chosen.items():
+            off, on = (f"{urls[mode]}/models/{model}/pipeline/{task}" for mode in ("off", "on"))
+            for url in urls.values():  # every server loads the model before it is timed
+                post(f"{url}/models/{model}/pipeline/{task}", body, content_type)
             table.setdefault(task, {})["lone"] = lone_p95(
                 partial(post, off, body, content_type), partial(post, on, body, content_type), lone
             )
@@ -254,7 +276,9 @@ def batching_table(
                     )
     for rows in table.values():
         for n in map(str, clients):
-            rows[n]["speedup"] = round(rows[n]["on"]["rps"] / rows[n]["off"]["rps"], 2)
+            for mode in list(windows)[1:]:
+                name = "speedup" if mode == "on" else f"speedup_{mode}"
+                rows[n][name] = round(rows[n][mode]["rps"] / rows[n]["off"]["rps"], 2)
     return table
 
 
