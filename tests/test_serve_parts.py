@@ -129,3 +129,22 @@ def test_a_model_serve_lets_go_is_unloaded_from_the_runtime(tiny, tmp_path):
     del resident  # garbage collection does not call it again (a later copy of the model stays)
     runtime.run("text-classification", folder, {"text": "a good cat"}, tmp_path)
     assert len(runtime.cached()) == 1
+
+
+def test_a_jobs_files_live_in_memory_only_where_there_is_room(tmp_path, monkeypatch):
+    from models_local.serve import jobs
+
+    monkeypatch.setattr(jobs, "MEMORY_FOLDER", tmp_path)
+    jobs.job_folder.cache_clear()
+    try:
+        monkeypatch.setattr(jobs, "MEMORY_ROOM", 1)
+        assert jobs.job_folder() == str(tmp_path)
+        jobs.job_folder.cache_clear()
+        monkeypatch.setattr(jobs, "MEMORY_ROOM", 2**62)  # more than any disk has free
+        assert jobs.job_folder() is None
+        jobs.job_folder.cache_clear()
+        monkeypatch.setattr(jobs, "MEMORY_FOLDER", tmp_path / "absent")
+        monkeypatch.setattr(jobs, "MEMORY_ROOM", 1)
+        assert jobs.job_folder() is None
+    finally:
+        jobs.job_folder.cache_clear()
