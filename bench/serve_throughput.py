@@ -203,8 +203,48 @@ def ray_serve(
         classify = f"{url}/models/tiny/vit/pipeline/image-classification"
         hop["ray_serve"] = paired(classify_here, lambda: post(classify, image, "image/png"), args.hop_calls)
         hop["ray_serve_health_ms"] = health_ms(url, args.hop_calls)  # the proxy and ingress only
+        hop["ray_handle_ms"] = handle_ms(cluster, models / "tiny/vit", image, args.hop_calls)
     finally:
         cluster.stop()
+
+
+# A driver on the cluster calls the light runner's handle as the ingress does (no proxy, no
+# ingress): the time of one deployment hop plus the runner's own call.
+HANDLE_DRIVER = """
+import statistics, sys, time
+import ray
+from ray import serve
+from models_local.serve.jobs import Job, Media
+ray.init(address=sys.argv[1], namespace="serve", logging_level="ERROR", log_to_driver=False)
+image = open(sys.argv[3], "rb").read()
+job = Job("image-classification", "tiny/vit", sys.argv[2], {}, {"image": Media(image, ".png")})
+handle = serve.get_deployment_handle("light", "experts").options(multiplexed_model_id="tiny/vit")
+handle.run.remote(job).result()
+times = []
+for _ in range(int(sys.argv[4])):
+    t0 = time.perf_counter()
+    assert handle.run.remote(job).result().ok
+    times.append(time.perf_counter() - t0)
+print(round(statistics.median(times) * 1000, 2))
+"""
+
+
+def handle_ms(cluster, source: Path, image: bytes, n: int) -> float:
+    """Median ms of a warm classification through the runner's handle alone (HANDLE_DRIVER)."""
+    import subprocess
+
+    photo = cluster.workdir / "handle-photo.png"
+    photo.write_bytes(image)
+    done = subprocess.run(
+        [sys.executable, "-c", HANDLE_DRIVER, cluster.address, str(source), str(photo), str(n)],
+        env=cluster.env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return float(done.stdout.strip().splitlines()[-1])
 
 
 def health_ms(url: str, n: int) -> float:
