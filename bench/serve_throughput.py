@@ -335,17 +335,20 @@ def lone_p95(off, on, n: int) -> dict[str, float]:
     return {**result, "ratio": round(result["on_p95_ms"] / result["off_p95_ms"], 2)}
 
 
-def closed_loop(call, clients: int, calls: int) -> dict[str, float]:
-    """`clients` threads, each making `calls` calls one after another."""
+def closed_loop(call, clients: int, calls: int, min_s: float = 3.0) -> dict[str, float]:
+    """`clients` threads, each making `calls` calls one after another, and more until `min_s` has
+    passed: a fast model's row lasts long enough that another job's moment does not decide it."""
     latencies: list[float] = []
+    start = time.perf_counter()
 
     def client(_: int) -> None:
-        for _ in range(calls):
+        made = 0
+        while made < calls or time.perf_counter() - start < min_s:
             t0 = time.perf_counter()
             call()
             latencies.append(time.perf_counter() - t0)
+            made += 1
 
-    start = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(client, range(clients)))
     wall = time.perf_counter() - start
