@@ -148,3 +148,26 @@ def test_a_jobs_files_live_in_memory_only_where_there_is_room(tmp_path, monkeypa
         assert jobs.job_folder() is None
     finally:
         jobs.job_folder.cache_clear()
+
+
+def test_a_server_leaves_the_http_side_a_core_of_torchs_threads(monkeypatch):
+    import torch
+
+    from models_local.serve.__main__ import parser
+    from models_local.serve.settings import server_threads
+
+    with pytest.raises(ValueError, match="torch_threads"):
+        ServerSettings.from_mapping({"torch_threads": 0})
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    assert server_threads() == 7
+    assert parser().parse_args(["--port", "8000"]).torch_threads == 7
+    monkeypatch.setattr("os.cpu_count", lambda: 1)
+    assert server_threads() == 1
+    before = torch.get_num_threads()
+    try:
+        ServerSettings.from_mapping({"torch_threads": 1, "device": "cpu"}).runtime()
+        assert torch.get_num_threads() == 1
+        ServerSettings.from_mapping({"torch_threads": 2, "device": "cpu"}).runtime()
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
