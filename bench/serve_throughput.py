@@ -25,13 +25,15 @@ threads suffered most from the load; Ray replicas run torch on 1 thread each), 1
   Ray, 2 replicas     2.97 req/s   p50 3.06 s   p95  5.02 s
   hop per warm call   uvicorn +2.2 ms, Ray Serve +24.6 ms (in-process call 7-11 ms)
 
-Batching (--batching-only --calls 6, OMP_NUM_THREADS=1), requests/s on/off at 8 clients, on a
-quieter machine (load average 3.5): text-to-image 1.92x, classification 1.34x, captioning 4.15x;
-a lone call's p95 on/off 0.99, 1.00, 0.99. Loaded by other jobs (load 8-17), an earlier version
-measured 2.84x, 2.58x and 5.26x. The tiny Stable Diffusion itself draws 8 prompts in one batch
-2.4x faster than one by one on 1 thread here: that is the ceiling for text-to-image.
-Hop (--hop-only): GET /health through Ray Serve 7.6 ms against 0.6 ms through uvicorn; a warm
-classification +25.8 ms through Ray Serve, +6.6 ms through uvicorn.
+Batching (--batching-only, OMP_NUM_THREADS=1, rows of at least 3 s), requests/s on/off at 8 clients
+on a quiet moment of the machine (load 1.7): text-to-image 2.01x, classification 1.58x, captioning
+4.0x; a lone call's p95 on/off 0.94, 1.12, 1.04. The tiny Stable Diffusion itself draws 8 prompts
+in one batch 2.5x faster than one by one on 1 thread (bench/batch_ceiling.py): the ceiling here.
+With torch's default 2 threads on these 2 cores, text-to-image is 4.1x at 8 clients, but only
+because unbatched calls slow down (2.6 req/s against 6.9 on 1 thread).
+Hop (--hop-only, loaded machine): GET /health through Ray Serve 9 to 12 ms against 0.6 ms through
+uvicorn; a warm classification +21 to 30 ms through Ray Serve, +2 to 3 ms through uvicorn; the
+runner's handle alone (a driver, no proxy or ingress, the call included) 11 ms.
 """
 
 from __future__ import annotations
