@@ -25,13 +25,15 @@ threads suffered most from the load; Ray replicas run torch on 1 thread each), 1
   Ray, 2 replicas     2.97 req/s   p50 3.06 s   p95  5.02 s
   hop per warm call   uvicorn +2.2 ms, Ray Serve +24.6 ms (in-process call 7-11 ms)
 
-Batching (--batching-only --calls 6, OMP_NUM_THREADS=1), requests/s on/off at 8 clients, on a
-quieter machine (load average 3.5): text-to-image 1.92x, classification 1.34x, captioning 4.15x;
-a lone call's p95 on/off 0.99, 1.00, 0.99. Loaded by other jobs (load 8-17), an earlier version
-measured 2.84x, 2.58x and 5.26x. The tiny Stable Diffusion itself draws 8 prompts in one batch
-2.4x faster than one by one on 1 thread here: that is the ceiling for text-to-image.
-Hop (--hop-only): GET /health through Ray Serve 7.6 ms against 0.6 ms through uvicorn; a warm
-classification +25.8 ms through Ray Serve, +6.6 ms through uvicorn.
+Batching (--batching-only, OMP_NUM_THREADS=1, rows of at least 3 s), requests/s on/off at 8 clients
+on a quiet moment of the machine (load 1.7): text-to-image 2.01x, classification 1.58x, captioning
+4.0x; a lone call's p95 on/off 0.94, 1.12, 1.04. A repeat (load 2): 1.95x, 1.18x, 3.87x. The tiny Stable Diffusion itself draws 8 prompts
+in one batch 2.5x faster than one by one on 1 thread (bench/batch_ceiling.py): the ceiling here.
+With torch's default 2 threads on these 2 cores, text-to-image is 4.1x at 8 clients, but only
+because unbatched calls slow down (2.6 req/s against 6.9 on 1 thread).
+Hop (--hop-only, loaded machine): GET /health through Ray Serve 9 to 12 ms against 0.6 ms through
+uvicorn; a warm classification +21 to 30 ms through Ray Serve, +2 to 3 ms through uvicorn; the
+runner's handle alone (a driver, no proxy or ingress, the call included) 11 ms.
 """
 
 from __future__ import annotations
@@ -112,6 +114,10 @@ def main() -> None:
     ap.add_argument("--hop-only", action="store_true", help="only the warm-call hop (one Ray deploy)")
     ap.add_argument("--clients", default="1,4,8,16", help="client counts for the batching table")
     ap.add_argument("--calls", type=int, default=4, help="calls per client in the batching table")
+    ap.add_argument("--tasks", default="", help="batching table: these tasks only (comma-separated)")
+    ap.add_argument(
+        "--windows-ms", default="", help="batching table: also these windows (on_<ms>), e.g. 5,50"
+    )
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a killed run still stops its Ray cluster
 
@@ -138,7 +144,13 @@ def main() -> None:
     sd, vit = str(models / "tiny/sd"), str(models / "tiny/vit")
     if args.batching_only:
         results["batching"] = batching_table(
-            work, models, image, [int(c) for c in args.clients.split(",")], args.calls
+            work,
+            models,
+            image,
+            [int(c) for c in args.clients.split(",")],
+            args.calls,
+            tasks=[t for t in args.tasks.split(",") if t],
+            windows_ms=[float(w) for w in args.windows_ms.split(",") if w],
         )
         print(json.dumps(results, indent=2))
         return
@@ -193,8 +205,48 @@ def ray_serve(
         classify = f"{url}/models/tiny/vit/pipeline/image-classification"
         hop["ray_serve"] = paired(classify_here, lambda: post(classify, image, "image/png"), args.hop_calls)
         hop["ray_serve_health_ms"] = health_ms(url, args.hop_calls)  # the proxy and ingress only
+        hop["ray_handle_ms"] = handle_ms(cluster, models / "tiny/vit", image, args.hop_calls)
     finally:
         cluster.stop()
+
+
+# A driver on the cluster calls the light runner's handle as the ingress does (no proxy, no
+# ingress): the time of one deployment hop plus the runner's own call.
+HANDLE_DRIVER = """
+import statistics, sys, time
+import ray
+from ray import serve
+from models_local.serve.jobs import Job, Media
+ray.init(address=sys.argv[1], namespace="serve", logging_level="ERROR", log_to_driver=False)
+image = open(sys.argv[3], "rb").read()
+job = Job("image-classification", "tiny/vit", sys.argv[2], {}, {"image": Media(image, ".png")})
+handle = serve.get_deployment_handle("light", "experts").options(multiplexed_model_id="tiny/vit")
+handle.run.remote(job).result()
+times = []
+for _ in range(int(sys.argv[4])):
+    t0 = time.perf_counter()
+    assert handle.run.remote(job).result().ok
+    times.append(time.perf_counter() - t0)
+print(round(statistics.median(times) * 1000, 2))
+"""
+
+
+def handle_ms(cluster, source: Path, image: bytes, n: int) -> float:
+    """Median ms of a warm classification through the runner's handle alone (HANDLE_DRIVER)."""
+    import subprocess
+
+    photo = cluster.workdir / "handle-photo.png"
+    photo.write_bytes(image)
+    done = subprocess.run(
+        [sys.executable, "-c", HANDLE_DRIVER, cluster.address, str(source), str(photo), str(n)],
+        env=cluster.env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return float(done.stdout.strip().splitlines()[-1])
 
 
 def health_ms(url: str, n: int) -> float:
@@ -209,10 +261,18 @@ def health_ms(url: str, n: int) -> float:
 
 
 def batching_table(
-    work: Path, models: Path, image: bytes, clients: list[int], calls: int, lone: int = 30
+    work: Path,
+    models: Path,
+    image: bytes,
+    clients: list[int],
+    calls: int,
+    lone: int = 30,
+    tasks: list[str] | None = None,
+    windows_ms: list[float] | None = None,
 ) -> dict:
-    """Concurrent same-model calls through the uvicorn app, batching off and on: per task and
-    number of clients, requests/s and p95 (closed loop: each client calls again once answered)."""
+    """Concurrent same-model calls through the uvicorn app, batching off and on (the default
+    window, and `windows_ms` as on_<ms>): per task and number of clients, requests/s and p95
+    (closed loop: each client calls again once answered); `tasks`: only these."""
     from serve_support import models_folder, protocol_server
     from tiny_vision import build_blip_captioner
 
@@ -223,11 +283,13 @@ def batching_table(
 
     models_folder(models, {"tiny/blip": str(build_blip_captioner(work / "blip"))})
     draw = json.dumps({"inputs": "a red cat", "parameters": {"num_inference_steps": 10}}).encode()
-    tasks = {
+    every = {
         "text-to-image": ("tiny/sd", draw, "application/json"),
         "image-classification": ("tiny/vit", image, "image/png"),
         "image-to-text": ("tiny/blip", image, "image/png"),
     }
+    chosen = {task: every[task] for task in (tasks or every)}
+    windows = {"off": 0.0, "on": WINDOW_S, **{f"on_{w:g}ms": w / 1000 for w in windows_ms or []}}
     table: dict[str, dict] = {}
     with ExitStack() as stack:  # both servers up at once: each row runs off then on, same load
         urls = {
@@ -239,10 +301,12 @@ def batching_table(
                     )
                 )
             )
-            for mode, window in (("off", 0), ("on", WINDOW_S))
+            for mode, window in windows.items()
         }
-        for task, (model, body, content_type) in tasks.items():
-            off, on = (f"{url}/models/{model}/pipeline/{task}" for url in urls.values())
+        for task, (model, body, content_type) in chosen.items():
+            off, on = (f"{urls[mode]}/models/{model}/pipeline/{task}" for mode in ("off", "on"))
+            for url in urls.values():  # every server loads the model before it is timed
+                post(f"{url}/models/{model}/pipeline/{task}", body, content_type)
             table.setdefault(task, {})["lone"] = lone_p95(
                 partial(post, off, body, content_type), partial(post, on, body, content_type), lone
             )
@@ -254,7 +318,9 @@ def batching_table(
                     )
     for rows in table.values():
         for n in map(str, clients):
-            rows[n]["speedup"] = round(rows[n]["on"]["rps"] / rows[n]["off"]["rps"], 2)
+            for mode in list(windows)[1:]:
+                name = "speedup" if mode == "on" else f"speedup_{mode}"
+                rows[n][name] = round(rows[n][mode]["rps"] / rows[n]["off"]["rps"], 2)
     return table
 
 
@@ -271,17 +337,20 @@ def lone_p95(off, on, n: int) -> dict[str, float]:
     return {**result, "ratio": round(result["on_p95_ms"] / result["off_p95_ms"], 2)}
 
 
-def closed_loop(call, clients: int, calls: int) -> dict[str, float]:
-    """`clients` threads, each making `calls` calls one after another."""
+def closed_loop(call, clients: int, calls: int, min_s: float = 3.0) -> dict[str, float]:
+    """`clients` threads, each making `calls` calls one after another, and more until `min_s` has
+    passed: a fast model's row lasts long enough that another job's moment does not decide it."""
     latencies: list[float] = []
+    start = time.perf_counter()
 
     def client(_: int) -> None:
-        for _ in range(calls):
+        made = 0
+        while made < calls or time.perf_counter() - start < min_s:
             t0 = time.perf_counter()
             call()
             latencies.append(time.perf_counter() - t0)
+            made += 1
 
-    start = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(client, range(clients)))
     wall = time.perf_counter() - start

@@ -129,3 +129,45 @@ def test_a_model_serve_lets_go_is_unloaded_from_the_runtime(tiny, tmp_path):
     del resident  # garbage collection does not call it again (a later copy of the model stays)
     runtime.run("text-classification", folder, {"text": "a good cat"}, tmp_path)
     assert len(runtime.cached()) == 1
+
+
+def test_a_jobs_files_live_in_memory_only_where_there_is_room(tmp_path, monkeypatch):
+    from models_local.serve import jobs
+
+    monkeypatch.setattr(jobs, "MEMORY_FOLDER", tmp_path)
+    jobs.job_folder.cache_clear()
+    try:
+        monkeypatch.setattr(jobs, "MEMORY_ROOM", 1)
+        assert jobs.job_folder() == str(tmp_path)
+        jobs.job_folder.cache_clear()
+        monkeypatch.setattr(jobs, "MEMORY_ROOM", 2**62)  # more than any disk has free
+        assert jobs.job_folder() is None
+        jobs.job_folder.cache_clear()
+        monkeypatch.setattr(jobs, "MEMORY_FOLDER", tmp_path / "absent")
+        monkeypatch.setattr(jobs, "MEMORY_ROOM", 1)
+        assert jobs.job_folder() is None
+    finally:
+        jobs.job_folder.cache_clear()
+
+
+def test_a_server_leaves_the_http_side_a_core_of_torchs_threads(monkeypatch):
+    import torch
+
+    from models_local.serve.__main__ import parser
+    from models_local.serve.settings import server_threads
+
+    with pytest.raises(ValueError, match="torch_threads"):
+        ServerSettings.from_mapping({"torch_threads": 0})
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    assert server_threads() == 7
+    assert parser().parse_args(["--port", "8000"]).torch_threads == 7
+    monkeypatch.setattr("os.cpu_count", lambda: 1)
+    assert server_threads() == 1
+    before = torch.get_num_threads()
+    try:
+        ServerSettings.from_mapping({"torch_threads": 1, "device": "cpu"}).runtime()
+        assert torch.get_num_threads() == 1
+        ServerSettings.from_mapping({"torch_threads": 2, "device": "cpu"}).runtime()
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -10,7 +10,16 @@ import math
 from pathlib import Path
 from typing import Any
 
-from models_local.handlers.base import Device, Handler, Outputs, RuntimeUnsupported, seeded, stopping_criteria
+from models_local.handlers.base import (
+    Batching,
+    Device,
+    Everyone,
+    Handler,
+    Outputs,
+    RuntimeUnsupported,
+    seeded,
+    stopping_criteria,
+)
 from models_local.handlers.bundle import Bundle, load_model, tensors_to
 from models_local.handlers.labels import write_labels
 from models_local.io import read_audio
@@ -36,6 +45,9 @@ def _load_asr(folder: str, device: Device) -> Bundle:
     auto = "AutoModelForSpeechSeq2Seq" if _config(folder).is_encoder_decoder else "AutoModelForCTC"
     model = load_model(auto, folder, device)
     processor = AutoProcessor.from_pretrained(folder)
+    tokenizer = processor.tokenizer
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:  # a batch pads its texts
+        tokenizer.pad_token = tokenizer.eos_token
     asr = pipeline(
         "automatic-speech-recognition",
         model=model,
@@ -55,6 +67,29 @@ def _transcribe(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     result = b.extra({"raw": samples, "sampling_rate": rate}, **kwargs)
     out.check_stop()
     out.text(result["text"].strip())
+
+
+def _transcribe_batch(b: Bundle, inputs: list[dict[str, str]], outs: list[Outputs]) -> None:
+    """Recordings as one pipeline call, per group that one forward pass reads as it reads each
+    alone: Whisper pads every recording to 30 s anyway (one group); a CTC model without an
+    attention mask would hear the padding, so its groups are recordings of the same length. Long
+    recordings (chunked) go one by one. No seed: recognition does not sample."""
+    rate = b.processor.feature_extractor.sampling_rate
+    groups: dict[int, list[int]] = {}
+    for n, i in enumerate(inputs):
+        samples = read_audio(i["audio"], rate)
+        if len(samples) > CHUNK_SECONDS * rate:
+            _transcribe(b, i, outs[n])
+        else:
+            length = -1 if b.model.config.is_encoder_decoder else len(samples)
+            groups.setdefault(length, []).append(n)
+    for members in groups.values():
+        kwargs: dict[str, Any] = {"batch_size": len(members)}
+        if b.model.config.is_encoder_decoder:
+            kwargs["generate_kwargs"] = stopping_criteria(Everyone.of([outs[n] for n in members]))
+        raw = [{"raw": read_audio(inputs[n]["audio"], rate), "sampling_rate": rate} for n in members]
+        for n, result in zip(members, b.extra(raw, **kwargs), strict=True):
+            outs[n].text(result["text"].strip())
 
 
 # ---- audio-classification ------------------------------------------------------------------------
@@ -188,6 +223,30 @@ def _speak(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
     _write_speech(b, waveform, out)
 
 
+def _speak_batch(b: Bundle, inputs: list[dict[str, str]], outs: list[Outputs]) -> None:
+    """VITS texts without a seed, one forward pass per group of texts of the same length in tokens:
+    its vocoder would hear a shorter text's padding in its last frames. A member with a seed speaks
+    alone: VITS draws its noise from torch's process-wide generator, one tensor for the whole
+    batch, so in a batch a seed could not give the voice it gives alone. SpeechT5: one by one."""
+    import torch
+
+    groups: dict[int, list[int]] = {}
+    for n, i in enumerate(inputs):
+        if b.model.config.model_type == "vits" and i.get("seed") is None:
+            groups.setdefault(len(b.processor(i["text"])["input_ids"]), []).append(n)
+        else:
+            _speak(b, i, outs[n])
+    for length, members in groups.items():
+        if len(members) == 1 or not length:  # one text, or nothing the voice can say (fails alone)
+            _speak(b, inputs[members[0]], outs[members[0]])
+            continue
+        enc = b.processor([inputs[n]["text"] for n in members], return_tensors="pt")
+        with torch.inference_mode():
+            waveforms = b.model(**tensors_to(enc, b.device)).waveform
+        for n, waveform in zip(members, waveforms, strict=True):
+            outs[n].audio(waveform.float().cpu().numpy(), b.model.config.sampling_rate)
+
+
 # ---- audio-to-audio ------------------------------------------------------------------------------
 
 
@@ -219,8 +278,10 @@ def _convert(b: Bundle, inputs: dict[str, str], out: Outputs) -> None:
 
 
 HANDLERS: dict[str, Handler] = {
-    "automatic-speech-recognition": Handler(_load_asr, _transcribe),
+    "automatic-speech-recognition": Handler(
+        _load_asr, _transcribe, batch=Batching(_transcribe_batch, frozenset({"audio"}))
+    ),
     "audio-classification": Handler(_load_audio_classifier, _classify_audio),
-    "text-to-speech": Handler(_load_tts, _speak),
+    "text-to-speech": Handler(_load_tts, _speak, batch=Batching(_speak_batch, frozenset({"text", "seed"}))),
     "audio-to-audio": Handler(_load_voice_converter, _convert),
 }

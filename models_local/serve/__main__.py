@@ -7,7 +7,7 @@ import sys
 
 from models_local.batching import WINDOW_S
 from models_local.serve.limits import BODY_SECONDS, MAX_AUDIO_SECONDS, MAX_CONNECTIONS, MAX_PIXELS
-from models_local.serve.settings import ServerSettings
+from models_local.serve.settings import ServerSettings, server_threads
 
 
 def parser() -> argparse.ArgumentParser:
@@ -69,6 +69,12 @@ def parser() -> argparse.ArgumentParser:
         help="how long concurrent calls of a model wait for each other to run as one batch "
         f"(default {WINDOW_S * 1000:g}; 0: every call alone)",
     )
+    p.add_argument(
+        "--torch-threads",
+        type=int,
+        default=server_threads(),
+        help=f"torch's threads for CPU work (default {server_threads()}: every core but one, for HTTP)",
+    )
     return p
 
 
@@ -90,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                 "max_connections_per_client": args.max_connections_per_client,
                 "trusted_proxies": args.trusted_proxy,
                 "batch_window_ms": args.batch_window_ms,
+                "torch_threads": args.torch_threads,
             }
         )
     except ValueError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,9 @@ class ServerSettings:
     batch_window_ms: float = WINDOW_S * 1000  # concurrent calls of a model wait this long to batch; 0: off
     max_connections_per_client: int = MAX_PER_CLIENT  # one client's share (0: a quarter); then 503
     trusted_proxies: tuple[str, ...] = ()  # proxies whose X-Forwarded-For names the client
+    # torch's threads for CPU work; None: as torch (or Ray, for a replica: its num_cpus) sets them.
+    # python -m models_local.serve leaves the HTTP side a core (server_threads()).
+    torch_threads: int | None = None
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any] | None) -> ServerSettings:
@@ -54,6 +58,8 @@ class ServerSettings:
             raise ValueError("max_pixels, max_audio_seconds and body_seconds must be more than 0")
         if not 0 <= settings.batch_window_ms <= 1000:
             raise ValueError("batch_window_ms must be between 0 (no batching) and 1000")
+        if settings.torch_threads is not None and settings.torch_threads < 1:
+            raise ValueError("torch_threads must be at least 1")
         if settings.max_connections < 1 or settings.max_connections_per_client < 0:
             raise ValueError("max_connections must be at least 1, max_connections_per_client not negative")
         return settings
@@ -80,6 +86,10 @@ class ServerSettings:
 
         if self.diffusion_steps is not None:
             diffusion.STEPS = self.diffusion_steps
+        if self.torch_threads is not None:
+            import torch
+
+            torch.set_num_threads(self.torch_threads)
         budget = None
         if self.memory_gb is not None:
             budget = int(self.memory_gb * 2**30)
@@ -88,3 +98,10 @@ class ServerSettings:
         return Runtime(
             memory_budget_bytes=budget, device=self.device, batch_window_s=self.batch_window_ms / 1000
         )
+
+
+def server_threads() -> int:
+    """torch's threads in a server process: every core but one, which the HTTP side (Python, the
+    requests' parsing and encoding) keeps. With all of them, torch's threads and the HTTP threads
+    take turns on the same cores: on 2 cores a tiny text-to-image call took 2.5 times as long."""
+    return max(1, (os.cpu_count() or 2) - 1)
