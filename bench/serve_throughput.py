@@ -27,8 +27,9 @@ threads suffered most from the load; Ray replicas run torch on 1 thread each), 1
 
 Batching (--batching-only, OMP_NUM_THREADS=1, rows of at least 3 s), requests/s on/off at 8 clients
 on a quiet moment of the machine (load 1.7): text-to-image 2.01x, classification 1.58x, captioning
-4.0x; a lone call's p95 on/off 0.94, 1.12, 1.04. A repeat (load 2): 1.95x, 1.18x, 3.87x. The tiny Stable Diffusion itself draws 8 prompts
-in one batch 2.5x faster than one by one on 1 thread (bench/batch_ceiling.py): the ceiling here.
+4.0x; a lone call's p95 on/off 0.94, 1.12, 1.04. A repeat (load 2): 1.95x, 1.18x, 3.87x.
+The tiny Stable Diffusion itself draws 8 prompts in one batch 2.5x faster than one by one on
+1 thread (bench/batch_ceiling.py): the ceiling here.
 With torch's default 2 threads on these 2 cores, text-to-image is 4.1x at 8 clients, but only
 because unbatched calls slow down (2.6 req/s against 6.9 on 1 thread).
 Hop (--hop-only, loaded machine): GET /health through Ray Serve 9 to 12 ms against 0.6 ms through
