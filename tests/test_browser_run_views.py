@@ -53,7 +53,7 @@ def settled_boxes(page, ok, seconds: float = 10.0) -> dict[str, bool]:
 
 
 def gone(locator, seconds: float = 10.0) -> bool:
-    """Whether `locator` matches nothing within `seconds` (a folding box's text goes as its animation ends)."""
+    """Whether `locator` matches nothing within `seconds` (a folding box's text goes when it has folded)."""
     deadline = time.monotonic() + seconds
     while locator.count() and time.monotonic() < deadline:
         time.sleep(0.1)
