@@ -14,16 +14,20 @@ Batching (models_local/batching.py): `--clients` clients each make `--calls` cal
 another to the same model through `python -m models_local.serve`'s app (uvicorn on 127.0.0.1), on
 the tiny text-to-image (10 steps), image-classification and captioning models, with batching on
 (the default window) and off, in one run: requests per second and p95 latency.
-Protocol hop: a warm tiny ViT image classification called in-process and, alternately, through
+Protocol hop: a warm tiny ViT image classification called in-process and, in turn, through
 `python -m models_local.serve`'s app (uvicorn on 127.0.0.1) or through Ray Serve; the median of the
-per-pair differences is what the HTTP hop (and Ray's routing) adds per call.
+per-round differences is what the HTTP hop (and Ray's routing) adds per call. With --hop-only, Ray
+Serve runs the shipped app (light tasks in the ingress: one Serve hop) and beside it the same app
+with the light group as a deployment of its own (`/two-hop`: proxy, ingress, runner), called in
+turn; and for each server, where a call's time goes (`*_steps_ms`: GET /health, a POST refused
+before and after its body is read, the call).
 
 One run on the 2-core development machine (shared with other jobs, so in-process torch with 2
 threads suffered most from the load; Ray replicas run torch on 1 thread each), 16 requests, 20 steps:
   in-process          1.30 req/s   p50 4.55 s   p95 11.79 s
   Ray, 1 replica      2.31 req/s   p50 4.06 s   p95  6.60 s
   Ray, 2 replicas     2.97 req/s   p50 3.06 s   p95  5.02 s
-  hop per warm call   uvicorn +2.2 ms, Ray Serve +24.6 ms (in-process call 7-11 ms)
+  hop per warm call   uvicorn +2.2 ms, Ray Serve +24.6 ms (two hops then; in-process call 7-11 ms)
 
 Batching (--batching-only, OMP_NUM_THREADS=1, rows of at least 3 s), requests/s on/off at 8 clients
 on a quiet moment of the machine (load 1.7): text-to-image 2.01x, classification 1.58x, captioning
@@ -32,14 +36,17 @@ The tiny Stable Diffusion itself draws 8 prompts in one batch 2.5x faster than o
 1 thread (bench/batch_ceiling.py): the ceiling here.
 With torch's default 2 threads on these 2 cores, text-to-image is 4.1x at 8 clients, but only
 because unbatched calls slow down (2.6 req/s against 6.9 on 1 thread).
-Hop (--hop-only, loaded machine): GET /health through Ray Serve 9 to 12 ms against 0.6 ms through
-uvicorn; a warm classification +21 to 30 ms through Ray Serve, +2 to 3 ms through uvicorn; the
-runner's handle alone (a driver, no proxy or ingress, the call included) 11 ms.
+Hop (--hop-only, loaded machine): a warm classification +2 to 3 ms through uvicorn; through Ray
+Serve +12.7, +13.2 and +18.2 ms with one hop against +17.3, +19.7 and +35.0 ms with two in the
+same runs (0.73x, 0.67x, 0.52x; +27.3 ms before the change). Ray's floor: a POST refused before
+its body is read 8 to 9 ms, after it 13 to 16 ms (the replica fetches the body from the proxy),
+against 1 to 2 ms through uvicorn.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import signal
@@ -47,6 +54,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
@@ -79,24 +87,31 @@ def burst(call, n: int) -> dict[str, float]:
     return {"rps": n / wall, "p50_s": statistics.median(latencies), "p95_s": p95(latencies), "wall_s": wall}
 
 
-def paired(local, remote, n: int) -> dict[str, float]:
-    """Median time of each of two calls made alternately (so both see the same machine load), and
-    the median of their per-pair differences: what the remote path adds per call."""
-    local(), remote()  # warm
-    a, b = [], []
+def paired(local, remotes: list, n: int) -> list[dict[str, float]]:
+    """The local call and each remote one made in turn (so all see the same machine load): per
+    remote, the median time of both and the median of their per-round differences, what the
+    remote path adds per call."""
+    local(), [remote() for remote in remotes]  # warm
+    here: list[float] = []
+    there: list[list[float]] = [[] for _ in remotes]
     for _ in range(n):
         t0 = time.perf_counter()
         local()
-        t1 = time.perf_counter()
-        remote()
-        t2 = time.perf_counter()
-        a.append(t1 - t0)
-        b.append(t2 - t1)
-    return {
-        "in_process_ms": round(statistics.median(a) * 1000, 2),
-        "served_ms": round(statistics.median(b) * 1000, 2),
-        "overhead_ms": round(statistics.median(y - x for x, y in zip(a, b, strict=True)) * 1000, 2),
-    }
+        here.append(time.perf_counter() - t0)
+        for times, remote in zip(there, remotes, strict=True):
+            t0 = time.perf_counter()
+            remote()
+            times.append(time.perf_counter() - t0)
+    return [
+        {
+            "in_process_ms": round(statistics.median(here) * 1000, 2),
+            "served_ms": round(statistics.median(times) * 1000, 2),
+            "overhead_ms": round(
+                statistics.median(y - x for x, y in zip(here, times, strict=True)) * 1000, 2
+            ),
+        }
+        for times in there
+    ]
 
 
 def post(url: str, body: bytes, content_type: str) -> bytes:
@@ -172,8 +187,11 @@ def main() -> None:
     # ---- the protocol app without Ray --------------------------------------------------------------
     with protocol_server(create_app(LocalBackend(runtime), ModelTable(models, hub=False))) as url:
         classify = f"{url}/models/tiny/vit/pipeline/image-classification"
-        hop["uvicorn"] = paired(classify_here, lambda: post(classify, image, "image/png"), args.hop_calls)
+        (hop["uvicorn"],) = paired(
+            classify_here, [lambda: post(classify, image, "image/png")], args.hop_calls
+        )
         hop["uvicorn_health_ms"] = health_ms(url, args.hop_calls)
+        hop["uvicorn_steps_ms"] = steps_ms(url, image, args.hop_calls)
 
     if not args.no_ray:  # Ray Serve: one diffusion runner replica, then two
         ray_serve(args, work, models, prompt, image, classify_here, results, hop)
@@ -192,9 +210,11 @@ def ray_serve(
     try:
         port = free_port()  # Serve's HTTP options are fixed once it runs: the same for both deploys
         for replicas in (1,) if args.hop_only else (1, 2):
-            config = ray_config(models, port, replicas={"heavy": replicas, "light": 1})
+            config = ray_config(models, port, replicas={"heavy": replicas})
             for d in config["applications"][0]["deployments"]:  # 2 heavy replicas fit 2 CPUs
                 d["ray_actor_options"]["num_cpus"] = 0.9 if d["name"] == "heavy" else 0.1
+            if args.hop_only:
+                with_two_hop_app(config)
             url = cluster.deploy(config)  # the second time, Serve updates the running app in place
             draw_url = f"{url}/models/tiny/sd/pipeline/text-to-image"
             _until_replicas(url, draw_url, prompt, replicas)
@@ -203,16 +223,47 @@ def ray_serve(
             results[f"ray_{replicas}_replica"] = burst(
                 lambda i, u=draw_url: post(u, prompt, "application/json"), args.requests
             )
-        classify = f"{url}/models/tiny/vit/pipeline/image-classification"
-        hop["ray_serve"] = paired(classify_here, lambda: post(classify, image, "image/png"), args.hop_calls)
+        classify = [f"{url}{p}/models/tiny/vit/pipeline/image-classification" for p in ("", TWO_HOPS)]
+        served = [partial(post, c, image, "image/png") for c in classify[: 2 if args.hop_only else 1]]
+        hop["ray_serve"], *two = paired(classify_here, served, args.hop_calls)
         hop["ray_serve_health_ms"] = health_ms(url, args.hop_calls)  # the proxy and ingress only
-        hop["ray_handle_ms"] = handle_ms(cluster, models / "tiny/vit", image, args.hop_calls)
+        if two:
+            hop["ray_serve_two_hops"] = two[0]
+            hop["one_over_two_hops"] = round(
+                two[0]["overhead_ms"] and hop["ray_serve"]["overhead_ms"] / two[0]["overhead_ms"], 2
+            )
+            hop["ray_serve_two_hops_health_ms"] = health_ms(url + TWO_HOPS, args.hop_calls)
+            hop["ray_serve_steps_ms"] = steps_ms(url, image, args.hop_calls)
+            hop["ray_serve_two_hops_steps_ms"] = steps_ms(url + TWO_HOPS, image, args.hop_calls)
+            hop["ray_handle_ms"] = handle_ms(cluster, models / "tiny/vit", image, args.hop_calls)
     finally:
         cluster.stop()
 
 
-# A driver on the cluster calls the light runner's handle as the ingress does (no proxy, no
-# ingress): the time of one deployment hop plus the runner's own call.
+TWO_HOPS = "/two-hop"
+
+
+def with_two_hop_app(config: dict) -> None:
+    """Beside the app, the same app at /two-hop with its light group as a runner deployment of its
+    own (as before one hop): proxy, ingress, then runner, measured in the same run."""
+    app = config["applications"][0]
+    for d in app["deployments"]:
+        d["ray_actor_options"]["num_cpus"] = 0.4 if d["name"] == "heavy" else 0.1  # two apps on 2 CPUs
+    two = copy.deepcopy(app)
+    two.update(name="experts-two-hop", route_prefix=TWO_HOPS)
+    two["args"]["groups"]["light"]["in_ingress"] = False
+    light = {
+        "name": "light",
+        "num_replicas": 1,
+        "max_ongoing_requests": 8,
+        "ray_actor_options": {"num_cpus": 0.1},
+    }
+    two["deployments"].append(light)
+    config["applications"].append(two)
+
+
+# A driver on the cluster calls the two-hop app's light runner's handle as its ingress does (no
+# proxy, no ingress): the time of one deployment hop plus the runner's own call.
 HANDLE_DRIVER = """
 import statistics, sys, time
 import ray
@@ -221,7 +272,7 @@ from models_local.serve.jobs import Job, Media
 ray.init(address=sys.argv[1], namespace="serve", logging_level="ERROR", log_to_driver=False)
 image = open(sys.argv[3], "rb").read()
 job = Job("image-classification", "tiny/vit", sys.argv[2], {}, {"image": Media(image, ".png")})
-handle = serve.get_deployment_handle("light", "experts").options(multiplexed_model_id="tiny/vit")
+handle = serve.get_deployment_handle("light", "experts-two-hop").options(multiplexed_model_id="tiny/vit")
 handle.run.remote(job).result()
 times = []
 for _ in range(int(sys.argv[4])):
@@ -248,6 +299,39 @@ def handle_ms(cluster, source: Path, image: bytes, n: int) -> float:
         check=True,
     )
     return float(done.stdout.strip().splitlines()[-1])
+
+
+def steps_ms(url: str, image: bytes, n: int) -> dict[str, float]:
+    """Where a served call's time goes, as medians of requests that stop earlier and earlier, made in
+    turn: GET /health (no body, no model), a POST refused before its body is read (an unknown
+    model: 404), one refused after it (bytes that are no image: 400), and the warm call itself."""
+    junk = b"x" * len(image)
+    calls = {
+        "get_health": lambda: urllib.request.urlopen(f"{url}/health", timeout=30).read(),
+        "post_refused_before_body": lambda: _refused(
+            f"{url}/models/absent/pipeline/image-classification", image
+        ),
+        "post_refused_after_body": lambda: _refused(
+            f"{url}/models/tiny/vit/pipeline/image-classification", junk
+        ),
+        "post_call": lambda: post(f"{url}/models/tiny/vit/pipeline/image-classification", image, "image/png"),
+    }
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(n):
+        for name, call in calls.items():
+            t0 = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - t0)
+    return {name: round(statistics.median(t) * 1000, 2) for name, t in times.items()}
+
+
+def _refused(url: str, body: bytes) -> None:
+    try:
+        post(url, body, "image/png")
+    except urllib.error.HTTPError as exc:
+        assert exc.code in (400, 404), exc.code
+        return
+    raise AssertionError(f"{url} answered a call it should refuse")
 
 
 def health_ms(url: str, n: int) -> float:

@@ -115,6 +115,11 @@ def test_tasks_go_to_their_runner_group():
         ray_app.parse_groups({"a": {}, "b": {}})
     with pytest.raises(ValueError, match="max_models_per_replica"):
         ray_app.parse_groups({"a": {"max_models_per_replica": 0}})
+    assert [g.name for g in groups if g.in_ingress] == ["light"]  # one Serve hop for light tasks
+    with pytest.raises(ValueError, match="at most one group may run in_ingress"):
+        ray_app.parse_groups({"a": {"in_ingress": True}, "b": {"tasks": ["x"], "in_ingress": True}})
+    with pytest.raises(ValueError, match="in_ingress must be"):
+        ray_app.parse_groups({"a": {"in_ingress": "yes"}})
 
 
 def test_a_model_serve_lets_go_is_unloaded_from_the_runtime(tiny, tmp_path):

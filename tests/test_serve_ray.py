@@ -1,5 +1,6 @@
 """The expert server on Ray Serve: a single-node cluster on loopback (2 CPUs, no dashboard) running
-the repository's serve_config.yaml with two replicas of the diffusion runner, tiny models.
+the repository's serve_config.yaml with two replicas of the diffusion runner and the light group
+in the ingress, tiny models.
 
 Marked `ray`; without Ray installed these tests are skipped, unless HUGGINGGPT_REQUIRE_RAY=1 (as in
 CI) makes that a failure. They take about a minute: the cluster is started once for the module."""
@@ -102,9 +103,7 @@ def deployed(tmp_path_factory, tiny, tiny_vit, tiny_sd):
     draw_photo(files / "photo.png")
     cluster = RayCluster(work)
     try:
-        config = ray_config(
-            models, free_port(), replicas={"heavy": 2, "light": 1}, seed=0, diffusion_steps=STEPS
-        )
+        config = ray_config(models, free_port(), replicas={"heavy": 2}, seed=0, diffusion_steps=STEPS)
         deployed = Deployed(cluster, cluster.deploy(config), models, files)
         try:
             yield deployed
@@ -143,6 +142,9 @@ def test_the_config_deploys_two_runner_replicas_that_hold_models(deployed):
     assert image.size == (32, 32) and len(labels) == 5
     resident = {(r["id"], r["group"]) for r in deployed.listing()["resident"]}
     assert {("tiny/sd", "heavy"), ("tiny/vit", "light")} <= resident
+    # The light group runs in the ingress's replica (one Serve hop); the heavy one in its own.
+    holders = {r["id"]: r["replica"] for r in deployed.listing()["resident"]}
+    assert "#ingress#" in holders["tiny/vit"] and "#heavy#" in holders["tiny/sd"], holders
 
 
 PLAN = {

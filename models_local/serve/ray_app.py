@@ -2,13 +2,15 @@
 
     serve run serve_config.yaml          (README.md: "Serving the experts on Ray Serve")
 
-The ingress deployment is app.py's ASGI app with a backend that sends each job to a runner
-deployment. Runners are grouped by task (`groups` in the config's args): each group is its own
-deployment, so diffusion and large generators can have GPU fractions, replica counts and
-autoscaling of their own while the small CPU-friendly models share cheaper replicas. Within a group,
-requests carry the model id as Serve's multiplexed model id: Serve routes a model's requests to
-replicas that already hold it, and each replica keeps at most `max_models_per_replica` models
-resident, least recently used out (the runtime's memory budget still applies on top).
+The ingress deployment is app.py's ASGI app with a backend that runs each job in a runner. Runners
+are grouped by task (`groups` in the config's args): a group is its own deployment, so diffusion and
+large generators can have GPU fractions, replica counts and autoscaling of their own, while one group
+(`in_ingress`: the small CPU-friendly models by default) runs inside the ingress's own replicas.
+Its calls then take one Serve hop (proxy to ingress) instead of two (proxy to ingress to runner):
+each Serve hop costs several milliseconds, more than a warm small model's own run. Within a
+deployed group, requests carry the model id as Serve's multiplexed model id: Serve routes a model's
+requests to replicas that already hold it. Each runner keeps at most `max_models_per_replica`
+models resident, least recently used out (the runtime's memory budget still applies on top).
 
 A client that disconnects cancels the ingress request; Serve cancels the runner call with it, and
 the runner sets the runtime's stop signal. A runner replica that dies mid-call is replaced by Serve;
@@ -47,7 +49,8 @@ log = logging.getLogger("ray.serve")
 MAX_ONGOING = 8  # calls a runner replica takes at once (and so the largest batch it can make)
 DEFAULT_GROUPS: dict[str, dict[str, Any]] = {
     "heavy": {"tasks": list(HEAVY_TASKS), "max_models_per_replica": 1},
-    "light": {"max_models_per_replica": 4},  # no tasks: every task no other group takes
+    # no tasks: every task no other group takes; in the ingress's replicas, one Serve hop per call
+    "light": {"max_models_per_replica": 4, "in_ingress": True},
 }
 
 
@@ -56,21 +59,27 @@ class Group:
     name: str
     tasks: tuple[str, ...]  # fnmatch patterns; empty: the group for every other task
     max_models_per_replica: int
+    in_ingress: bool = False  # run in the ingress's replicas, not a deployment of its own
 
 
 def parse_groups(raw: dict[str, Any] | None) -> list[Group]:
     groups = []
     for name, spec in (raw or DEFAULT_GROUPS).items():
         spec = spec or {}
-        unknown = set(spec) - {"tasks", "max_models_per_replica"}
+        unknown = set(spec) - {"tasks", "max_models_per_replica", "in_ingress"}
         if unknown:
             raise ValueError(f"group {name}: unknown keys {', '.join(sorted(unknown))}")
         most = spec.get("max_models_per_replica", 3)
         if not isinstance(most, int) or most < 1:
             raise ValueError(f"group {name}: max_models_per_replica must be a whole number of at least 1")
-        groups.append(Group(name, tuple(spec.get("tasks") or ()), most))
+        in_ingress = spec.get("in_ingress", False)
+        if not isinstance(in_ingress, bool):
+            raise ValueError(f"group {name}: in_ingress must be true or false")
+        groups.append(Group(name, tuple(spec.get("tasks") or ()), most, in_ingress))
     if sum(1 for g in groups if not g.tasks) > 1:
         raise ValueError("at most one group may leave out `tasks` (it takes every other task)")
+    if sum(1 for g in groups if g.in_ingress) > 1:
+        raise ValueError("at most one group may run in_ingress (the ingress holds one runner)")
     return groups
 
 
@@ -97,7 +106,8 @@ class _Resident:
 
 
 class Runner:
-    """One runner replica: a models_local Runtime, sized to the share of the GPU it was given."""
+    """One runner: a models_local Runtime, sized to the share of the GPU its replica was given. A
+    runner deployment's replica is one; an ingress replica holds one for its `in_ingress` group."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
         import ray
@@ -117,10 +127,10 @@ class Runner:
     async def resident_model(self, model_id: str) -> _Resident:  # replaced per group, multiplexed
         return _Resident(self.runtime, self._sources[model_id])
 
-    async def run(self, job: Job) -> Reply:
+    async def run(self, job: Job, stop: threading.Event | None = None) -> Reply:
         self._sources[job.model] = job.source
-        await self.resident_model(serve.get_multiplexed_model_id() or job.model)
-        stop = threading.Event()
+        await self.resident_model(job.model)  # the multiplexed id a runner deployment was called with
+        stop = stop or threading.Event()
         future = asyncio.get_running_loop().run_in_executor(self._pool, execute, self.runtime, job, stop)
         try:
             reply = await future
@@ -130,16 +140,24 @@ class Runner:
         return replace(reply, replica=self.replica, resident=tuple(self.runtime.cached()))
 
 
-def runner_deployment(group: Group) -> Any:
-    """A deployment of Runner whose replicas keep at most the group's number of models."""
+def runner_class(group: Group) -> type[Runner]:
+    """Runner keeping at most the group's number of models (Serve's multiplexer drops the least
+    recently used one)."""
 
     class GroupRunner(Runner):
         @serve.multiplexed(max_num_models_per_replica=group.max_models_per_replica)
         async def resident_model(self, model_id: str) -> _Resident:
             return _Resident(self.runtime, self._sources[model_id])
 
+    return GroupRunner
+
+
+def runner_deployment(group: Group) -> Any:
     return serve.deployment(
-        GroupRunner, name=group.name, max_ongoing_requests=MAX_ONGOING, ray_actor_options={"num_cpus": 1}
+        runner_class(group),
+        name=group.name,
+        max_ongoing_requests=MAX_ONGOING,
+        ray_actor_options={"num_cpus": 1},
     )
 
 
@@ -147,21 +165,34 @@ def runner_deployment(group: Group) -> Any:
 
 
 class RayBackend:
-    """Jobs go to the runner group of their task, as multiplexed requests for their model."""
+    """Jobs go to the runner group of their task: the ingress's own runner (`local`) for its group,
+    else the group's deployment, as multiplexed requests for their model."""
 
     name = "ray-serve"
 
-    def __init__(self, runners: dict[str, DeploymentHandle], groups: list[Group]) -> None:
-        self.runners, self.groups = runners, groups
+    def __init__(
+        self, runners: dict[str, DeploymentHandle], groups: list[Group], local: Runner | None = None
+    ) -> None:
+        self.runners, self.groups, self.local = runners, groups, local
         self._reports: dict[str, tuple[str, tuple[str, ...], float]] = {}  # replica -> group, models, when
 
     async def run(self, job: Job, stop: threading.Event) -> Reply:
-        from ray.exceptions import RayActorError, RayTaskError
-        from ray.serve.exceptions import BackPressureError, ReplicaUnavailableError
-
         group = group_for(self.groups, job.task)
         if group is None:
             return Reply(status=UNSERVABLE, error=f"no runner group takes task {job.task!r}")
+        if group in self.runners:
+            reply = await self._remote(group, job)
+        else:  # the ingress's own group: in this replica, no second hop
+            assert self.local is not None
+            reply = await self.local.run(job, stop)
+        if reply.replica:
+            self._reports[reply.replica] = (group, reply.resident, time.monotonic())
+        return reply
+
+    async def _remote(self, group: str, job: Job) -> Reply:
+        from ray.exceptions import RayActorError, RayTaskError
+        from ray.serve.exceptions import BackPressureError, ReplicaUnavailableError
+
         handle = self.runners[group].options(multiplexed_model_id=job.model)
         for attempt in (1, 2):
             try:
@@ -180,7 +211,6 @@ class RayBackend:
                 return Reply(status=UNAVAILABLE, error=f"the {group} runners are busy; try again shortly")
             except RayTaskError as exc:  # a bug in the runner itself
                 return Reply(status=FAILED, error=f"{job.model}: the runner failed: {exc.cause!r}")
-            self._reports[reply.replica] = (group, reply.resident, time.monotonic())
             return reply
         raise AssertionError("unreachable")
 
@@ -199,7 +229,10 @@ class RayBackend:
 class Ingress:
     def __init__(self, runners: dict[str, DeploymentHandle], groups: dict[str, Any], settings: dict) -> None:
         self.settings = ServerSettings.from_mapping(settings)
-        self.backend = RayBackend(runners, parse_groups(groups))
+        parsed = parse_groups(groups)
+        own = next((g for g in parsed if g.in_ingress), None)
+        local = runner_class(own)(settings) if own else None
+        self.backend = RayBackend(runners, parsed, local)
 
     def __serve_build_asgi_app__(self) -> Any:
         return create_app(
@@ -214,6 +247,6 @@ def build(args: dict[str, Any]) -> Any:
     raw_groups = args.pop("groups", None) or DEFAULT_GROUPS
     groups = parse_groups(raw_groups)
     ServerSettings.from_mapping(args)  # a bad setting fails the deploy, not the first request
-    runners = {g.name: runner_deployment(g).bind(args) for g in groups}
+    runners = {g.name: runner_deployment(g).bind(args) for g in groups if not g.in_ingress}
     # mypy keeps a decorated class's type: it does not see that serve.deployment made Ingress a Deployment
     return Ingress.bind(runners, raw_groups, args)  # type: ignore[attr-defined]
