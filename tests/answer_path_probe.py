@@ -14,6 +14,7 @@ import inspect
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,15 +59,26 @@ class Probe(FakeEndpoint):
         self.before = set(threading.enumerate()) - {threading.current_thread()}
 
     def run(self, task, model, inputs, call):  # type: ignore[no-untyped-def]
-        if not self.seen:
-            stacks = sys._current_frames()
-            for thread in set(threading.enumerate()) - self.before:
-                frames = project_frames(stacks.get(thread.ident))
-                gens = tuple(_name(f) for f in frames if f.f_code.co_flags & inspect.CO_GENERATOR)
-                if frames:
-                    web = any(f.f_code.co_filename.startswith(OURS[1]) for f in frames)
-                    self.seen.append(Thread(thread.name, gens, tuple(map(_name, frames)), web))
+        # The task starts on its own thread while the driver may still be handing the scheduler's last
+        # event on (the scheduler's generator is then suspended, off the stack): wait, bounded, until the
+        # driver is back in the scheduler, as it is for all of a task's run but its first moment.
+        deadline = time.monotonic() + 10
+        while not self.seen and time.monotonic() < deadline:
+            seen = self.look()
+            if any("task_graph.run" in t.generators for t in seen):
+                self.seen = seen
+            time.sleep(0.01)
         return super().run(task, model, inputs, call)
+
+    def look(self) -> list[Thread]:
+        seen, stacks = [], sys._current_frames()
+        for thread in set(threading.enumerate()) - self.before:
+            frames = project_frames(stacks.get(thread.ident))
+            gens = tuple(_name(f) for f in frames if f.f_code.co_flags & inspect.CO_GENERATOR)
+            if frames:
+                web = any(f.f_code.co_filename.startswith(OURS[1]) for f in frames)
+                seen.append(Thread(thread.name, gens, tuple(map(_name, frames)), web))
+        return seen
 
 
 def _name(frame: Any) -> str:
