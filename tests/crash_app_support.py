@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crash_support import ANSWER, PLAN, REQUEST, ROOT, Harness, Point, _expected_calls, _where
+from crash_support import ANSWER, REQUEST, ROOT, Harness, Point
 
 from hugginggpt.run.journal import JournalState, read_journal
 
@@ -155,7 +155,6 @@ class AppHarness(Harness):
         finally:
             page.close()
         before = state_of(folder)
-        finished = sorted(PLAN[i]["task"] for i in before.finished) if before else []
         llm_mark, expert_mark = len(self.llm.requests), len(self.experts.log)
         restarted = self.start_app(folder, port=app.port)
         try:
@@ -163,15 +162,10 @@ class AppHarness(Harness):
             seconds = time.monotonic() - restarted.started
         finally:
             restarted.kill()
-        again = self.experts.started(expert_mark)
         return AppOutcome(
             point=point,
             killed=killed,
-            where=_where(before),
-            finished_before=finished,
-            ran_again=[t for t in finished if again[t]],
-            llm_after=[r["stage"] for r in self.llm.requests[llm_mark:]],
-            llm_expected=_expected_calls(before),
+            **self.counted(before, llm_mark, expert_mark),
             continued=len(journal_files(folder)) == 2,
             answered=answered,
             records_read=records_read(folder),

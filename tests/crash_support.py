@@ -252,22 +252,16 @@ class Harness:
         before = _state(folder)
         llm_mark = len(self.llm.requests)
         expert_mark = len(self.experts.log)
-        finished = sorted(PLAN[i]["task"] for i in before.finished) if before else []
         t0 = time.monotonic()
         done = subprocess.run(
             self.command(folder, "resume"), env=self.env(), capture_output=True, text=True, timeout=120
         )
         seconds = time.monotonic() - t0
         result = json.loads(done.stdout) if done.stdout.strip() else {}
-        again = self.experts.started(expert_mark)
         return Outcome(
             point=point,
             killed=killed,
-            where=_where(before),
-            finished_before=finished,
-            ran_again=[t for t in finished if again[t]],
-            llm_after=[r["stage"] for r in self.llm.requests[llm_mark:]],
-            llm_expected=_expected_calls(before),
+            **self.counted(before, llm_mark, expert_mark),
             answered=result.get("outcome") == "answered" and bool(result.get("answer")),
             records_read=_records_read(folder),
             resume_seconds=seconds,
@@ -275,6 +269,19 @@ class Harness:
             torn=bool(before and before.torn),
             errors=[done.stderr[-2000:]] if done.returncode else [],
         )
+
+    def counted(self, before: Any, llm_mark: int, expert_mark: int) -> dict[str, Any]:
+        """What the journal held at the kill (`before`), beside what ran after the marks: the tasks
+        the expert server ran again and the LLM calls made, with the calls that had not ended."""
+        finished = sorted(PLAN[i]["task"] for i in before.finished) if before else []
+        again = self.experts.started(expert_mark)
+        return {
+            "where": _where(before),
+            "finished_before": finished,
+            "ran_again": [t for t in finished if again[t]],
+            "llm_after": [r["stage"] for r in self.llm.requests[llm_mark:]],
+            "llm_expected": _expected_calls(before),
+        }
 
     def _wait_for(self, point: Point, proc: subprocess.Popen, folder: Path, mark: int) -> None:
         """Until the trigger, then `delay` more seconds; returns early when the run ended."""
