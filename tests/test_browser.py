@@ -56,9 +56,9 @@ def chromium(playwright):
         browser.close()
 
 
-def open_app(browser, url: str, *, height: int):
-    """A page of the app, loaded: its status line is shown."""
-    page = browser.new_page(viewport={"width": 1280, "height": height})
+def open_app(browser, url: str, *, height: int, width: int = 1280):
+    """A page of the app (its own browser store), loaded: its status line is shown."""
+    page = browser.new_page(viewport={"width": width, "height": height})
     page.set_default_timeout(30_000)
     page.goto(url)
     page.locator("#status").get_by_text("LLM:").wait_for()

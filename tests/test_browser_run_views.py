@@ -13,7 +13,7 @@ import pytest
 from app_support import app_settings, fake_catalog, photo, responder, running_app
 from fakes.endpoints import FakeEndpoint
 from fakes.llm_server import Reply
-from test_browser import SCREENSHOTS, _browser_or_skip, chromium
+from test_browser import SCREENSHOTS, _browser_or_skip, chromium, open_app
 
 SIZES = [(1280, 900), (390, 844)]
 # Every box the chat draws now (a folded box's inner boxes are not drawn): its title and whether open.
@@ -60,14 +60,6 @@ def gone(locator, seconds: float = 10.0) -> bool:
     return locator.count() == 0
 
 
-def open_page(browser, url: str, width: int, height: int):
-    page = browser.new_page(viewport={"width": width, "height": height})  # its own browser store
-    page.set_default_timeout(30_000)
-    page.goto(url)
-    page.locator("#status").get_by_text("LLM:").wait_for()
-    return page
-
-
 def send(page, text: str, picture=None) -> None:
     if picture is not None:
         page.locator("#request input[type=file]").set_input_files(str(picture))
@@ -90,7 +82,7 @@ def test_only_the_running_box_is_open_and_finished_ones_fold_to_a_line(llm_serve
         for n, (width, height) in enumerate(SIZES):
             endpoint.gate.clear()
             endpoint.waiting.clear()
-            page = open_page(browser, demo.local_url, width, height)
+            page = open_app(browser, demo.local_url, width=width, height=height)
             chat = page.locator("#chat")
             picture = photo(tmp_path / f"street{n}.png", (48 + 8 * n, 40))  # not from the cache
             send(page, f"[conv-calm{n}] caption this, draw it and read it aloud", picture)
@@ -175,7 +167,7 @@ def test_a_run_of_several_images_ends_with_one_seed_menu_whose_entries_each_run(
         chromium(p) as browser,
     ):
         for width, height in SIZES:
-            page = open_page(browser, demo.local_url, width, height)
+            page = open_app(browser, demo.local_url, width=width, height=height)
             chat = page.locator("#chat")
             buttons = chat.locator("button.option")
             send(page, f"[conv-many{width}] draw three pictures")
