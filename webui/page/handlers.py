@@ -71,8 +71,8 @@ class ChatPage:
 
     def titled(self, store: Any) -> list[tuple[str, str]]:
         """(title, key) of this browser's conversations that the server has, as the list shows them."""
-        titles = [(self.chat.conversations.title(key), key) for key in saved.keys(store)]
-        return unique_titles([(title, key) for title, key in titles if title is not None])
+        named = [(self.chat.conversations.title(key), key) for key in saved.keys(store)]
+        return unique_titles([(title, key) for title, key in named if title is not None])
 
     # ---- a request ---------------------------------------------------------------------------------
 
@@ -327,11 +327,12 @@ class ChatPage:
 def unique_titles(listed: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """(title, key) pairs with no two titles alike: a repeated title gets its number, the list's
     last (the oldest) keeping the bare title ("caption this", "caption this (2)", ...)."""
-    seen: dict[str, int] = {}
+    taken: set[str] = set()
     out = []
-    for title, key in reversed(listed):
-        seen[title] = seen.get(title, 0) + 1
-        out.append((title if seen[title] == 1 else f"{title} ({seen[title]})", key))
+    for title, key in reversed(listed):  # numbered as a rename is (webui.chat.titles.unique)
+        shown = titles.unique(title, taken)
+        taken.add(shown)
+        out.append((shown, key))
     return out[::-1]
 
 
