@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from models_local.handlers.base import Device
 
@@ -10,6 +11,22 @@ from models_local.handlers.base import Device
 def is_gpu(device: Device) -> bool:
     """cuda and mps load in half precision; so sizes are counted at 2 bytes per float there."""
     return device.name.split(":")[0] in ("cuda", "mps")
+
+
+@dataclass(frozen=True)
+class CpuThreads:
+    """torch's CPU threads for one call and for a batch of calls (a server's setting). A batch may
+    take more: its callers wait for it, so the HTTP side that a lone call leaves a core for is idle.
+    torch keeps the count per thread (a thread takes the process's count at its first operation),
+    so every run sets its own."""
+
+    one: int
+    batch: int
+
+    def use(self, calls: int) -> None:
+        import torch
+
+        torch.set_num_threads(self.batch if calls > 1 else self.one)
 
 
 def pick_device(name: str | None = None) -> Device:

@@ -18,7 +18,7 @@ from typing import Any
 from models_local import hub, telemetry
 from models_local.batching import WINDOW_S, Batcher, Call
 from models_local.cache import Entry, ModelCache, ModelTooLarge
-from models_local.device import default_budget, free_memory, is_gpu, pick_device
+from models_local.device import CpuThreads, default_budget, free_memory, is_gpu, pick_device
 from models_local.gate import LOAD_GATE
 from models_local.handlers import HANDLERS
 from models_local.handlers.base import Handler, Outputs, RuntimeUnsupported
@@ -48,10 +48,13 @@ class Runtime:
         device: str | None = None,
         handlers: Mapping[str, Handler] | None = None,
         batch_window_s: float = WINDOW_S,
+        cpu_threads: CpuThreads | None = None,
     ) -> None:
         """`batch_window_s`: how long concurrent calls of a model under load wait for each other to
-        run as one batch (batching.py); 0 runs every call alone."""
+        run as one batch (batching.py); 0 runs every call alone. `cpu_threads`: torch's threads for
+        a lone call and for a batch on the CPU (None: torch's own count for both)."""
         self.device = pick_device(device)
+        self.cpu_threads = None if is_gpu(self.device) else cpu_threads
         budget = memory_budget_bytes if memory_budget_bytes is not None else default_budget(self.device)
         self.handlers = handlers if handlers is not None else HANDLERS
         self._cache = ModelCache(budget, lambda: free_memory(self.device))  # key: (loader, model)
@@ -157,6 +160,7 @@ class Runtime:
             else:
                 with entry.call_lock, LOAD_GATE.calling(self.device.dtype):
                     outputs.check_stop()  # stopped while waiting for the model: do not start
+                    self._threads_for(1)
                     with telemetry.span("run", {**attributes, "hugginggpt.expert.batch_size": 1}):
                         handler.call(entry.obj, dict(inputs), outputs)
                 size = 1
@@ -192,6 +196,7 @@ class Runtime:
         batch; when the batch fails, each call alone, so that one bad input fails its own call only."""
         assert handler.batch is not None
         with LOAD_GATE.calling(self.device.dtype):
+            self._threads_for(len(calls))
             if len(calls) > 1:
                 try:
                     handler.batch.call(obj, [c.inputs for c in calls], [c.outputs for c in calls])
@@ -203,6 +208,7 @@ class Runtime:
                         type(exc).__name__,
                         exc,
                     )
+                self._threads_for(1)
             for c in calls:
                 c.outputs.artifacts.clear()  # what the failed batch wrote is not this call's answer
                 c.batch_size = 1
@@ -211,6 +217,10 @@ class Runtime:
                     handler.call(obj, dict(c.inputs), c.outputs)
                 except Exception as exc:
                     c.error = exc
+
+    def _threads_for(self, calls: int) -> None:
+        if self.cpu_threads is not None:
+            self.cpu_threads.use(calls)
 
     def warm(self, task: str, model: str) -> None:
         """Load `model` for `task` now, as its first call would (the cache may evict others to

@@ -9,14 +9,17 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 from tiny_vision import draw_photo
 
 from models_local import Runtime, Stopped
+from models_local.device import CpuThreads
 from models_local.handlers import HANDLERS, diffusion
 from models_local.handlers.base import Batching, Handler
 
@@ -38,9 +41,10 @@ class Gated:
     """A runtime whose `task` handler holds its first call until open() and records every batch
     (the inputs that ran together)."""
 
-    def __init__(self, task: str) -> None:
+    def __init__(self, task: str, **options) -> None:
         self.task, self.entered, self.gate = task, threading.Event(), threading.Event()
         self.batches: list[list[dict]] = []
+        self.threads: list[int] = []  # torch's threads each batch ran on
         original = HANDLERS[task]
         assert original.batch is not None
 
@@ -49,14 +53,16 @@ class Gated:
                 self.entered.set()
                 assert self.gate.wait(WAIT_S)
             self.batches.append([inputs])
+            self.threads.append(torch.get_num_threads())
             original.call(obj, inputs, out)
 
         def call_many(obj, inputs, outs):
             self.batches.append(list(inputs))
+            self.threads.append(torch.get_num_threads())
             original.batch.call(obj, inputs, outs)
 
         gated = replace(original, call=call, batch=replace(original.batch, call=call_many))
-        self.runtime = Runtime(device="cpu", batch_window_s=0.05, handlers={task: gated})
+        self.runtime = Runtime(device="cpu", batch_window_s=0.05, handlers={task: gated}, **options)
 
     def hold(self, model: str, inputs: dict[str, str], out: Path) -> threading.Thread:
         """Start the call that holds the model; returns once it runs."""
@@ -225,6 +231,25 @@ def test_a_lone_call_runs_at_once_and_says_it_ran_alone(tiny_vit, photos, tmp_pa
     started = time.monotonic()
     runtime.run("image-classification", tiny_vit, {"image": photos[0]}, tmp_path, batched=sizes.append)
     assert time.monotonic() - started < 2.5 and sizes == [1]
+
+
+def test_a_batch_runs_on_the_batch_threads_and_a_lone_call_on_its_own(tiny_vit, photos, tmp_path):
+    before = torch.get_num_threads()
+    try:
+        gated = Gated("image-classification", cpu_threads=CpuThreads(one=1, batch=2))
+        run = partial(gated.runtime.run, "image-classification", tiny_vit, out_dir=tmp_path)
+        holder = gated.hold(tiny_vit, {"image": photos[0]}, tmp_path)
+        results, threads = in_threads({i: partial(run, {"image": p}) for i, p in enumerate(photos[1:3])})
+        gated.queued(2)
+        gated.gate.set()
+        for t in [holder, *threads.values()]:
+            t.join(WAIT_S)
+        after = threading.Thread(target=run, args=({"image": photos[3]},))  # a thread of its own
+        after.start(), after.join(WAIT_S)
+        assert [len(b) for b in gated.batches] == [1, 2, 1]
+        assert gated.threads == [1, 2, 1]
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_batching_rules_key_on_everything_but_what_each_call_brings():

@@ -12,6 +12,7 @@ import pytest
 from serve_support import ROOT, free_port, models_folder, wait_healthy
 
 from models_local import Runtime
+from models_local.device import CpuThreads
 from models_local.serve.models import ModelTable, UnknownModel
 from models_local.serve.settings import ServerSettings
 
@@ -23,6 +24,13 @@ def test_model_ids_name_folders_in_the_models_folder_or_hub_ids_never_paths(
     (root / "not-a-model").mkdir()
     table = ModelTable(root, hub=True)
     assert set(table.folders()) == {"tiny/vit", "solo"}
+    for folder in ("mine", "mine/inner", "owner/.hidden", "owner/kept"):  # model-looking folders
+        (root / folder).mkdir(parents=True)
+        (root / folder / "config.json").write_text("{}")
+    listed = table.folders()
+    assert set(listed) == {"tiny/vit", "solo", "mine", "owner/kept"}
+    for model_id in (*listed, "tiny", "not-a-model", "mine/inner", "owner/.hidden", "owner/none"):
+        assert table.folder(model_id) == listed.get(model_id), model_id  # the lookup lists the same
     assert table.resolve("tiny/vit") == str((root / "tiny/vit").resolve())
     assert table.resolve("openai/whisper-tiny") == "openai/whisper-tiny"  # the runtime fetches it
     for bad in ("../etc", "/etc/passwd", "a/b/c", "~root", "tiny/..", ""):
@@ -161,15 +169,19 @@ def test_a_server_leaves_the_http_side_a_core_of_torchs_threads(monkeypatch):
     from models_local.serve.__main__ import parser
     from models_local.serve.settings import server_threads
 
-    with pytest.raises(ValueError, match="torch_threads"):
-        ServerSettings.from_mapping({"torch_threads": 0})
+    before = torch.get_num_threads()
+    for name in ("torch_threads", "batch_torch_threads"):
+        with pytest.raises(ValueError, match="batch_torch_threads must be at least 1"):
+            ServerSettings.from_mapping({name: 0})
     monkeypatch.setattr("os.cpu_count", lambda: 8)
     assert server_threads() == 7
-    assert parser().parse_args(["--port", "8000"]).torch_threads == 7
+    args = parser().parse_args(["--port", "8000"])
+    assert (args.torch_threads, args.batch_torch_threads) == (7, 8)  # a batch's callers wait: all 8
     monkeypatch.setattr("os.cpu_count", lambda: 1)
     assert server_threads() == 1
-    before = torch.get_num_threads()
     try:
+        settings = {"torch_threads": 1, "batch_torch_threads": 3, "device": "cpu"}
+        assert ServerSettings.from_mapping(settings).runtime().cpu_threads == CpuThreads(one=1, batch=3)
         ServerSettings.from_mapping({"torch_threads": 1, "device": "cpu"}).runtime()
         assert torch.get_num_threads() == 1
         ServerSettings.from_mapping({"torch_threads": 2, "device": "cpu"}).runtime()

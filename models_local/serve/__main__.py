@@ -7,7 +7,7 @@ import sys
 
 from models_local.batching import WINDOW_S
 from models_local.serve.limits import BODY_SECONDS, MAX_AUDIO_SECONDS, MAX_CONNECTIONS, MAX_PIXELS
-from models_local.serve.settings import ServerSettings, server_threads
+from models_local.serve.settings import ServerSettings, cpu_cores, server_threads
 
 
 def parser() -> argparse.ArgumentParser:
@@ -75,6 +75,13 @@ def parser() -> argparse.ArgumentParser:
         default=server_threads(),
         help=f"torch's threads for CPU work (default {server_threads()}: every core but one, for HTTP)",
     )
+    p.add_argument(
+        "--batch-torch-threads",
+        type=int,
+        default=cpu_cores(),
+        help=f"torch's threads while a batch of calls runs (default {cpu_cores()}: every core; "
+        "its callers wait for it, so the HTTP side needs less)",
+    )
     return p
 
 
@@ -97,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                 "trusted_proxies": args.trusted_proxy,
                 "batch_window_ms": args.batch_window_ms,
                 "torch_threads": args.torch_threads,
+                "batch_torch_threads": args.batch_torch_threads,
             }
         )
     except ValueError as exc:

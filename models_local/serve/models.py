@@ -63,6 +63,18 @@ class ModelTable:
                         found[f"{child.name}/{grandchild.name}"] = grandchild
         return found
 
+    def folder(self, model_id: str) -> Path | None:
+        """The folder folders() would list for `model_id` (a checked id), looked up directly: a
+        call's few stats instead of a listing of the whole models folder."""
+        root = self.models_dir
+        parts = model_id.split("/")
+        if root is None or any(part.startswith(".") for part in parts):
+            return None
+        if len(parts) == 2 and _is_model(root / parts[0]):  # a model's own subfolder is no model
+            return None
+        candidate = root.joinpath(*parts)
+        return candidate if _is_model(candidate) else None
+
     def resolve(self, model_id: str, *, files: bool = True) -> str:
         """What the runtime loads for `model_id`: its folder here, else the hub id itself.
         `files=False`: a task whose handler needs no files (an edge detector) takes any id."""
@@ -70,7 +82,7 @@ class ModelTable:
             raise UnknownModel(f"{model_id!r} is not a model id (owner/name or name)")
         if not files:
             return model_id
-        folder = self.folders().get(model_id)
+        folder = self.folder(model_id)
         if folder is not None:
             return str(folder.resolve())
         if not self.hub:
@@ -86,7 +98,7 @@ class ModelTable:
 
     def task_of(self, model_id: str) -> str | None:
         """The task the model's card declares (README.md pipeline_tag), if any."""
-        folder = self.folders().get(model_id)
+        folder = self.folder(model_id) if _HUB_ID.match(model_id) and ".." not in model_id else None
         return pipeline_tag(folder) if folder is not None else None
 
     def listing(self) -> list[dict]:

@@ -38,6 +38,9 @@ class ServerSettings:
     # torch's threads for CPU work; None: as torch (or Ray, for a replica: its num_cpus) sets them.
     # python -m models_local.serve leaves the HTTP side a core (server_threads()).
     torch_threads: int | None = None
+    # torch's threads while a batch of calls runs on the CPU; None: as for one call. python -m
+    # models_local.serve gives a batch every core (cpu_cores()): the HTTP side idles while it runs.
+    batch_torch_threads: int | None = None
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any] | None) -> ServerSettings:
@@ -58,8 +61,9 @@ class ServerSettings:
             raise ValueError("max_pixels, max_audio_seconds and body_seconds must be more than 0")
         if not 0 <= settings.batch_window_ms <= 1000:
             raise ValueError("batch_window_ms must be between 0 (no batching) and 1000")
-        if settings.torch_threads is not None and settings.torch_threads < 1:
-            raise ValueError("torch_threads must be at least 1")
+        threads = (settings.torch_threads, settings.batch_torch_threads)
+        if any(n is not None and n < 1 for n in threads):
+            raise ValueError("torch_threads and batch_torch_threads must be at least 1")
         if settings.max_connections < 1 or settings.max_connections_per_client < 0:
             raise ValueError("max_connections must be at least 1, max_connections_per_client not negative")
         return settings
@@ -81,6 +85,7 @@ class ServerSettings:
     def runtime(self, *, share: float = 1.0) -> Any:
         """A Runtime with these settings; `share` scales the default memory budget (a replica that
         holds half a GPU gets half of it)."""
+        from models_local.device import CpuThreads
         from models_local.handlers import diffusion
         from models_local.runtime import Runtime, default_budget, pick_device
 
@@ -90,18 +95,30 @@ class ServerSettings:
             import torch
 
             torch.set_num_threads(self.torch_threads)
+        threads = None
+        if self.batch_torch_threads is not None:
+            import torch
+
+            threads = CpuThreads(one=torch.get_num_threads(), batch=self.batch_torch_threads)
         budget = None
         if self.memory_gb is not None:
             budget = int(self.memory_gb * 2**30)
         elif share < 1.0:
             budget = int(default_budget(pick_device(self.device)) * share)
         return Runtime(
-            memory_budget_bytes=budget, device=self.device, batch_window_s=self.batch_window_ms / 1000
+            memory_budget_bytes=budget,
+            device=self.device,
+            batch_window_s=self.batch_window_ms / 1000,
+            cpu_threads=threads,
         )
+
+
+def cpu_cores() -> int:
+    return os.cpu_count() or 2
 
 
 def server_threads() -> int:
     """torch's threads in a server process: every core but one, which the HTTP side (Python, the
     requests' parsing and encoding) keeps. With all of them, torch's threads and the HTTP threads
     take turns on the same cores: on 2 cores a tiny text-to-image call took 2.5 times as long."""
-    return max(1, (os.cpu_count() or 2) - 1)
+    return max(1, cpu_cores() - 1)
