@@ -20,7 +20,8 @@ per-round differences is what the HTTP hop (and Ray's routing) adds per call. Wi
 Serve runs the shipped app (light tasks in the ingress: one Serve hop) and beside it the same app
 with the light group as a deployment of its own (`/two-hop`: proxy, ingress, runner), called in
 turn; and for each server, where a call's time goes (`*_steps_ms`: GET /health, a POST refused
-before and after its body is read, the call).
+before and after its body is read, the call). Then the same on a second cluster with Ray's HAProxy
+ingress (RAY_SERVE_ENABLE_HA_PROXY=1): the `haproxy_*` keys.
 
 One run on the 2-core development machine (shared with other jobs, so in-process torch with 2
 threads suffered most from the load; Ray replicas run torch on 1 thread each), 16 requests, 20 steps:
@@ -29,18 +30,20 @@ threads suffered most from the load; Ray replicas run torch on 1 thread each), 1
   Ray, 2 replicas     2.97 req/s   p50 3.06 s   p95  5.02 s
   hop per warm call   uvicorn +2.2 ms, Ray Serve +24.6 ms (two hops then; in-process call 7-11 ms)
 
-Batching (--batching-only, OMP_NUM_THREADS=1, rows of at least 3 s), requests/s on/off at 8 clients
-on a quiet moment of the machine (load 1.7): text-to-image 2.01x, classification 1.58x, captioning
-4.0x; a lone call's p95 on/off 0.94, 1.12, 1.04. A repeat (load 2): 1.95x, 1.18x, 3.87x.
-The tiny Stable Diffusion itself draws 8 prompts in one batch 2.5x faster than one by one on
-1 thread (bench/batch_ceiling.py): the ceiling here.
-With torch's default 2 threads on these 2 cores, text-to-image is 4.1x at 8 clients, but only
-because unbatched calls slow down (2.6 req/s against 6.9 on 1 thread).
-Hop (--hop-only, loaded machine): a warm classification +2 to 3 ms through uvicorn; through Ray
-Serve +12.7, +13.2 and +18.2 ms with one hop against +17.3, +19.7 and +35.0 ms with two in the
-same runs (0.73x, 0.67x, 0.52x; +27.3 ms before the change). Ray's floor: a POST refused before
-its body is read 8 to 9 ms, after it 13 to 16 ms (the replica fetches the body from the proxy),
-against 1 to 2 ms through uvicorn.
+Batching (--batching-only): each server is `python -m models_local.serve` in a process of its own
+with its defaults but the mode's options (`off`: --batch-window-ms 0; `on`: the defaults, a batch on
+every core; `on_lone_threads`: a batch on the lone call's threads), the clients in this process;
+rows of at least 3 s. Requests/s on/off at 8 clients, quiet machine, three runs: text-to-image
+2.57x, 2.55x, 2.58x (on_lone_threads 2.24x, 2.05x, 2.64x); classification 1.20x, 1.27x, 1.48x;
+captioning 3.96x, 5.56x. At 16 clients text-to-image 2.56x and 3.54x. A lone call's p95 on/off
+0.91 to 1.09. The tiny Stable Diffusion draws 8 prompts in one batch on 2 threads 3.3x faster than
+one by one on 1 thread (bench/batch_ceiling.py): the ceiling of `on` here. A classification is
+about 1 ms of model in 4 to 5 ms of per-request Python (HTTP, parsing), which batching cannot share.
+Hop (--hop-only): a warm classification +2 to 3 ms through uvicorn; through Ray Serve's Python
+proxy +12.7 to +18.2 ms with one hop against +17.3 to +35.0 ms with two (+27.3 ms before one hop).
+Its floor: a POST refused before its body is read 8 to 10 ms, after it 13 to 16 ms (the replica
+fetches the body from the proxy), against 1 ms through uvicorn. Behind Ray's HAProxy: +1.8 and
++3.2 ms with one hop (two runs; the Python proxy +14.6 ms in the second: 0.22x), a refused POST 2 ms.
 """
 
 from __future__ import annotations
@@ -51,13 +54,15 @@ import json
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -118,6 +123,14 @@ def post(url: str, body: bytes, content_type: str) -> bytes:
     request = urllib.request.Request(url, data=body, headers={"content-type": content_type})
     with urllib.request.urlopen(request, timeout=300) as r:
         return r.read()
+
+
+def batch_of(url: str, body: bytes, content_type: str) -> int:
+    """POST; how many calls the server's model ran together with this one."""
+    request = urllib.request.Request(url, data=body, headers={"content-type": content_type})
+    with urllib.request.urlopen(request, timeout=300) as r:
+        r.read()
+        return int(r.headers.get("x-batch-size", "0"))
 
 
 def main() -> None:
@@ -204,9 +217,19 @@ def ray_serve(
 ) -> None:
     """Throughput with one and two diffusion runner replicas (one deploy with --hop-only), then the
     warm-call hop through Ray Serve; into `results` and `hop`."""
+    ray_cluster(args, work, models, prompt, image, classify_here, results, hop, haproxy=False)
+    if args.hop_only:  # the same behind Ray's HAProxy ingress (docs/ray-serve.md)
+        with_haproxy: dict = {}
+        ray_cluster(args, work, models, prompt, image, classify_here, results, with_haproxy, haproxy=True)
+        hop.update({f"haproxy_{key}": value for key, value in with_haproxy.items()})
+
+
+def ray_cluster(
+    args, work: Path, models: Path, prompt: bytes, image: bytes, classify_here, results, hop, *, haproxy: bool
+) -> None:
     from serve_support import RayCluster, free_port, ray_config
 
-    cluster = RayCluster(work, cpus=os.cpu_count() or 2)
+    cluster = RayCluster(work, cpus=os.cpu_count() or 2, haproxy=haproxy)
     try:
         port = free_port()  # Serve's HTTP options are fixed once it runs: the same for both deploys
         for replicas in (1,) if args.hop_only else (1, 2):
@@ -358,13 +381,10 @@ def batching_table(
     """Concurrent same-model calls through the uvicorn app, batching off and on (the default
     window, and `windows_ms` as on_<ms>): per task and number of clients, requests/s and p95
     (closed loop: each client calls again once answered); `tasks`: only these."""
-    from serve_support import models_folder, protocol_server
+    from serve_support import models_folder
     from tiny_vision import build_blip_captioner
 
-    from models_local import Runtime
-    from models_local.batching import WINDOW_S
-    from models_local.serve import LocalBackend, create_app
-    from models_local.serve.models import ModelTable
+    from models_local.serve.settings import server_threads
 
     models_folder(models, {"tiny/blip": str(build_blip_captioner(work / "blip"))})
     draw = json.dumps({"inputs": "a red cat", "parameters": {"num_inference_steps": 10}}).encode()
@@ -374,19 +394,18 @@ def batching_table(
         "image-to-text": ("tiny/blip", image, "image/png"),
     }
     chosen = {task: every[task] for task in (tasks or every)}
-    windows = {"off": 0.0, "on": WINDOW_S, **{f"on_{w:g}ms": w / 1000 for w in windows_ms or []}}
+    # server options by mode; on_lone_threads: batches on as many torch threads as a lone call
+    modes = {
+        "off": ["--batch-window-ms", "0"],
+        "on": [],
+        "on_lone_threads": ["--batch-torch-threads", str(server_threads())],
+        **{f"on_{w:g}ms": ["--batch-window-ms", f"{w:g}"] for w in windows_ms or []},
+    }
     table: dict[str, dict] = {}
-    with ExitStack() as stack:  # both servers up at once: each row runs off then on, same load
+    with ExitStack() as stack:  # every server up at once: each row runs off then on, same load
         urls = {
-            mode: stack.enter_context(
-                protocol_server(
-                    create_app(
-                        LocalBackend(Runtime(device="cpu", batch_window_s=window)),
-                        ModelTable(models, hub=False),
-                    )
-                )
-            )
-            for mode, window in windows.items()
+            mode: stack.enter_context(serve_process(models, options, work / f"serve-{mode}.log"))
+            for mode, options in modes.items()
         }
         for task, (model, body, content_type) in chosen.items():
             off, on = (f"{urls[mode]}/models/{model}/pipeline/{task}" for mode in ("off", "on"))
@@ -399,14 +418,40 @@ def batching_table(
                 for mode, url in urls.items():
                     target = f"{url}/models/{model}/pipeline/{task}"
                     table.setdefault(task, {}).setdefault(str(n), {})[mode] = closed_loop(
-                        lambda t=target, b=body, c=content_type: post(t, b, c), n, calls
+                        lambda t=target, b=body, c=content_type: batch_of(t, b, c), n, calls
                     )
     for rows in table.values():
         for n in map(str, clients):
-            for mode in list(windows)[1:]:
+            for mode in list(modes)[1:]:
                 name = "speedup" if mode == "on" else f"speedup_{mode}"
                 rows[n][name] = round(rows[n][mode]["rps"] / rows[n]["off"]["rps"], 2)
     return table
+
+
+@contextmanager
+def serve_process(models: Path, options: list[str], log: Path) -> Iterator[str]:
+    """`python -m models_local.serve` with its defaults (torch's threads among them) but `options`,
+    in a process of its own as deployed: the clients' Python does not share its GIL."""
+    from serve_support import free_port, wait_healthy
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "models_local.serve", "--port", str(port), "--no-hub"]
+            + ["--models-dir", str(models), "--max-connections-per-client", "64", *options],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, 120, proc)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
 
 
 def lone_p95(off, on, n: int) -> dict[str, float]:
@@ -424,22 +469,28 @@ def lone_p95(off, on, n: int) -> dict[str, float]:
 
 def closed_loop(call, clients: int, calls: int, min_s: float = 3.0) -> dict[str, float]:
     """`clients` threads, each making `calls` calls one after another, and more until `min_s` has
-    passed: a fast model's row lasts long enough that another job's moment does not decide it."""
+    passed: a fast model's row lasts long enough that another job's moment does not decide it.
+    `call` returns the batch its call ran in; the mean batch a call saw is reported."""
     latencies: list[float] = []
+    batches: list[int] = []
     start = time.perf_counter()
 
     def client(_: int) -> None:
         made = 0
         while made < calls or time.perf_counter() - start < min_s:
             t0 = time.perf_counter()
-            call()
+            batches.append(call())
             latencies.append(time.perf_counter() - t0)
             made += 1
 
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(client, range(clients)))
     wall = time.perf_counter() - start
-    return {"rps": round(len(latencies) / wall, 2), "p95_ms": round(p95(latencies) * 1000, 1)}
+    return {
+        "rps": round(len(latencies) / wall, 2),
+        "p95_ms": round(p95(latencies) * 1000, 1),
+        "batch": round(statistics.mean(batches), 2),
+    }
 
 
 def _until_replicas(url: str, draw_url: str, prompt: bytes, replicas: int, timeout: float = 180) -> None:
