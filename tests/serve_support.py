@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -120,7 +121,7 @@ class RayCluster:
     it, can be ended), and `serve run CONFIG` deployed on it. Token authentication is on, as the
     README says to run Ray: every process of the cluster and every driver needs `env`'s token."""
 
-    def __init__(self, workdir: Path, *, cpus: int = 2) -> None:
+    def __init__(self, workdir: Path, *, cpus: int = 2, haproxy: bool = False) -> None:
         self.workdir = workdir
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
@@ -132,6 +133,10 @@ class RayCluster:
             "RAY_AUTH_MODE": "token",
             "RAY_AUTH_TOKEN": secrets.token_hex(32),
         }
+        self.haproxy_dir: Path | None = None
+        self.haproxy_stats_port = 0
+        if haproxy:
+            self.env.update(self._haproxy_env())
         ray = [sys.executable, "-m", "ray.scripts.scripts"]
         self.ray_cli = ray
         self.log = open(workdir / "ray-start.log", "w")  # noqa: SIM115 (closed in stop())
@@ -189,6 +194,24 @@ class RayCluster:
         wait_healthy(url, max(5.0, end - time.monotonic()), self.proc)
         return url
 
+    def _haproxy_env(self) -> dict[str, str]:
+        """Ray Serve's HAProxy ingress (docs/ray-serve.md) in place of its Python proxy. Its files
+        go to a folder of this cluster's (short: it holds Unix sockets, under a node-id folder),
+        its stats and metrics listen on free ports: nothing is shared with another cluster."""
+        self.haproxy_dir = Path(tempfile.mkdtemp(prefix="hgha-", dir="/tmp"))
+        self.haproxy_stats_port = free_port()
+        folder = str(self.haproxy_dir)
+        return {
+            "RAY_SERVE_ENABLE_HA_PROXY": "1",
+            "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": f"{folder}/haproxy.cfg",
+            "RAY_SERVE_HAPROXY_SOCKET_PATH": f"{folder}/admin.sock",
+            "RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH": f"{folder}/metrics.sock",
+            "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": folder,
+            "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": f"{folder}/server-state",
+            "RAY_SERVE_HAPROXY_STATS_PORT": str(self.haproxy_stats_port),
+            "RAY_SERVE_HAPROXY_METRICS_PORT": str(free_port()),
+        }
+
     def stop(self) -> None:
         # Every process of this cluster is in the process group `ray start` leads, and nothing
         # else is: end them all at once (a graceful stop drains Serve for 30 s).
@@ -198,6 +221,21 @@ class RayCluster:
             pass
         self.proc.wait(10)
         self.log.close()
+        if self.haproxy_dir is not None:  # HAProxy leaves the group: its reloads start new sessions
+            kill_naming(f"{self.haproxy_dir}/")
+            shutil.rmtree(self.haproxy_dir, ignore_errors=True)
+
+
+def kill_naming(text: str) -> None:
+    """SIGKILL every process whose command line holds `text` (Linux: /proc)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if text.encode() in (entry / "cmdline").read_bytes():
+                os.kill(int(entry.name), signal.SIGKILL)
+        except OSError:
+            pass  # ended meanwhile, or not ours to read
 
 
 # ---- the protocol server with tiny models, for the session -------------------------------------
