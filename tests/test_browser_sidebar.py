@@ -12,6 +12,14 @@ from fakes.endpoints import FakeEndpoint
 from test_browser import SCREENSHOTS, _browser_or_skip, chromium, open_settings, open_sidebar
 
 SIZES = [(1280, 900), (390, 844)]
+LABEL_AFTER = "(css) => getComputedStyle(document.querySelector(css), '::after').content"
+# Where an element's text is drawn (its box may start under a neighbour, its padding clear of it).
+TEXT_BOX = """(css) => {
+  const range = document.createRange();
+  range.selectNodeContents(document.querySelector(css));
+  const r = range.getBoundingClientRect();
+  return {x: r.x, y: r.y, width: r.width, height: r.height};
+}"""
 IN_VIEW = """sel => { const r = document.querySelector(sel).getBoundingClientRect();
   return r.width > 0 && r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight && r.right <= innerWidth; }"""
 LISTED = "#earlier label"
@@ -56,6 +64,12 @@ def test_the_sidebar_lists_makes_renames_and_deletes_conversations(llm_server, t
             if phone:  # closed, off the screen: the chat is all there is
                 assert "open" not in sidebar.get_attribute("class").split()
                 assert sidebar.bounding_box()["x"] + sidebar.bounding_box()["width"] <= 0
+                # ... but its button says what it opens, and covers none of the title
+                opener = page.locator("#sidebar .toggle-button")
+                assert opener.get_attribute("aria-label") == "Conversations and settings"
+                assert "Conversations" in page.evaluate(LABEL_AFTER, "#sidebar .toggle-button")
+                title = page.evaluate(TEXT_BOX, "#intro h2")
+                assert opener.bounding_box()["x"] + opener.bounding_box()["width"] <= title["x"]
             else:  # open beside the chat, not over it
                 page.locator("#sidebar.open").wait_for()
                 assert sidebar.bounding_box()["width"] <= chat.bounding_box()["x"]

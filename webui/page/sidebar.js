@@ -9,6 +9,7 @@
   const timer = setInterval(() => {  // the sidebar is drawn a moment after the page starts
     if (!toggle() && ++tries < 200) return;
     clearInterval(timer);
+    toggle()?.setAttribute("aria-label", "Conversations and settings");  // Gradio's: "Toggle Sidebar"
     if (toggle() && window.matchMedia(WIDE).matches && !isOpen()) toggle().click();
   }, 50);
   // A window made narrow closes it, made wide opens it again.
