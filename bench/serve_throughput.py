@@ -60,9 +60,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 
@@ -308,7 +307,6 @@ print(round(statistics.median(times) * 1000, 2))
 
 def handle_ms(cluster, source: Path, image: bytes, n: int) -> float:
     """Median ms of a warm classification through the runner's handle alone (HANDLE_DRIVER)."""
-    import subprocess
 
     photo = cluster.workdir / "handle-photo.png"
     photo.write_bytes(image)
@@ -428,30 +426,14 @@ def batching_table(
     return table
 
 
-@contextmanager
-def serve_process(models: Path, options: list[str], log: Path) -> Iterator[str]:
+def serve_process(models: Path, options: list[str], log: Path):
     """`python -m models_local.serve` with its defaults (torch's threads among them) but `options`,
     in a process of its own as deployed: the clients' Python does not share its GIL."""
-    from serve_support import free_port, wait_healthy
+    from serve_support import serve_cli
 
-    port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "models_local.serve", "--port", str(port), "--no-hub"]
-            + ["--models-dir", str(models), "--max-connections-per-client", "64", *options],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, 120, proc)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    args = ["--no-hub", "--models-dir", str(models), "--max-connections-per-client", "64", *options]
+    return serve_cli(args, env=env, log=log, timeout=120)
 
 
 def lone_p95(off, on, n: int) -> dict[str, float]:

@@ -68,6 +68,30 @@ def wait_healthy(url: str, timeout: float, proc: subprocess.Popen | None = None)
 
 
 @contextmanager
+def serve_cli(
+    args: list[str], *, env: dict[str, str] | None = None, log: Path | None = None, timeout: float = 60
+) -> Iterator[str]:
+    """`python -m models_local.serve --port <free> ARGS` in a process of its own, as users start it;
+    yields its URL once healthy. Its output goes to `log` (None: nowhere)."""
+    port = free_port()
+    with open(log or os.devnull, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "models_local.serve", "--port", str(port), *args],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, timeout, proc)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+@contextmanager
 def protocol_server(app: Any) -> Iterator[str]:
     """The ASGI app under uvicorn in a thread, on 127.0.0.1 at a free port; yields its URL."""
     import uvicorn

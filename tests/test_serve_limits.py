@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import soundfile
 from PIL import Image
-from serve_support import ROOT, free_port, wait_healthy
+from serve_support import ROOT, free_port, serve_cli, wait_healthy
 
 MODEL = "/models/acme/any/pipeline/"  # a hub id: resolves without loading anything
 
@@ -136,21 +136,9 @@ def test_connections_beyond_the_limit_are_turned_away_at_once(server):
 @pytest.fixture(scope="module")
 def fair_server() -> Iterator[str]:
     """The server as users start it (64 connections), with stalled bodies held for 30 s."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "models_local.serve", "--port", str(port), "--body-seconds", "30"],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, 60, proc)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    with serve_cli(["--body-seconds", "30"], env=env) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def post_from(address: str, url: str) -> int:

@@ -9,7 +9,7 @@ import sys
 import urllib.request
 
 import pytest
-from serve_support import ROOT, free_port, models_folder, wait_healthy
+from serve_support import ROOT, models_folder, serve_cli
 
 from models_local import Runtime
 from models_local.device import CpuThreads
@@ -72,25 +72,7 @@ def test_python_m_models_local_serve_serves_on_loopback(tmp_path, tiny):
         timeout=60,
     )
     assert bad.returncode == 2 and "not a folder" in bad.stderr
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "models_local.serve",
-            "--port",
-            str(port),
-            "--models-dir",
-            str(root),
-            "--no-hub",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_healthy(url, 60, server)
+    with serve_cli(["--models-dir", str(root), "--no-hub"]) as url:
         request = urllib.request.Request(
             f"{url}/models/tiny/bert-cls/pipeline/text-classification",
             data=b'{"inputs": "a good cat"}',
@@ -102,9 +84,6 @@ def test_python_m_models_local_serve_serves_on_loopback(tmp_path, tiny):
         with urllib.request.urlopen(f"{url}/models", timeout=10) as reply:
             listing = json.loads(reply.read())
         assert listing["hub"] is False and [m["id"] for m in listing["models"]] == ["tiny/bert-cls"]
-    finally:
-        server.terminate()
-        server.wait(20)
 
 
 # ---- the Ray application, without a cluster ----------------------------------------------------------

@@ -23,6 +23,10 @@ class UnknownModel(LookupError):
     """Not a model this server offers; the message says why."""
 
 
+def _is_id(model_id: str) -> bool:
+    return bool(_HUB_ID.match(model_id)) and ".." not in model_id
+
+
 def _is_model(folder: Path) -> bool:
     return folder.is_dir() and any((folder / name).is_file() for name in _MODEL_FILES)
 
@@ -64,12 +68,12 @@ class ModelTable:
         return found
 
     def folder(self, model_id: str) -> Path | None:
-        """The folder folders() would list for `model_id` (a checked id), looked up directly: a
-        call's few stats instead of a listing of the whole models folder."""
+        """The folder folders() would list for `model_id`, looked up directly: a call's few stats
+        instead of a listing of the whole models folder. None for what is no model id."""
         root = self.models_dir
-        parts = model_id.split("/")
-        if root is None or any(part.startswith(".") for part in parts):
+        if root is None or not _is_id(model_id):
             return None
+        parts = model_id.split("/")
         if len(parts) == 2 and _is_model(root / parts[0]):  # a model's own subfolder is no model
             return None
         candidate = root.joinpath(*parts)
@@ -78,7 +82,7 @@ class ModelTable:
     def resolve(self, model_id: str, *, files: bool = True) -> str:
         """What the runtime loads for `model_id`: its folder here, else the hub id itself.
         `files=False`: a task whose handler needs no files (an edge detector) takes any id."""
-        if not _HUB_ID.match(model_id) or ".." in model_id:
+        if not _is_id(model_id):
             raise UnknownModel(f"{model_id!r} is not a model id (owner/name or name)")
         if not files:
             return model_id
@@ -98,7 +102,7 @@ class ModelTable:
 
     def task_of(self, model_id: str) -> str | None:
         """The task the model's card declares (README.md pipeline_tag), if any."""
-        folder = self.folder(model_id) if _HUB_ID.match(model_id) and ".." not in model_id else None
+        folder = self.folder(model_id)
         return pipeline_tag(folder) if folder is not None else None
 
     def listing(self) -> list[dict]:

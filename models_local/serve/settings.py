@@ -91,15 +91,14 @@ class ServerSettings:
 
         if self.diffusion_steps is not None:
             diffusion.STEPS = self.diffusion_steps
-        if self.torch_threads is not None:
-            import torch
-
-            torch.set_num_threads(self.torch_threads)
         threads = None
-        if self.batch_torch_threads is not None:
+        if self.torch_threads is not None or self.batch_torch_threads is not None:
             import torch
 
-            threads = CpuThreads(one=torch.get_num_threads(), batch=self.batch_torch_threads)
+            if self.torch_threads is not None:
+                torch.set_num_threads(self.torch_threads)
+            if self.batch_torch_threads is not None:
+                threads = CpuThreads(one=torch.get_num_threads(), batch=self.batch_torch_threads)
         budget = None
         if self.memory_gb is not None:
             budget = int(self.memory_gb * 2**30)
